@@ -1,0 +1,440 @@
+"""Streaming capture reader (pcap µs/ns, pcapng, gzip) and atomic pcap writer.
+
+The reader yields ``(ts_ns, data, wirelen)`` tuples; ``data`` is ``bytes`` of
+the captured length.  Memory stays bounded by one read chunk plus one record.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import struct
+import sys
+import tempfile
+from typing import BinaryIO, Iterator, Optional, Tuple
+
+from ..errors import InputError
+
+LINKTYPE_ETHERNET = 1
+LINKTYPE_RAW = 101
+LINKTYPE_LINUX_SLL = 113
+LINKTYPE_IPV4 = 228
+LINKTYPE_IPV6 = 229
+LINKTYPE_LINUX_SLL2 = 276
+# DLT_RAW as some platforms wrote it into pcap files before LINKTYPE_RAW existed.
+LINKTYPE_RAW_ALIASES = (12, 14)
+
+SUPPORTED_LINKTYPES = {
+    LINKTYPE_ETHERNET: "Ethernet",
+    LINKTYPE_RAW: "raw IP",
+    LINKTYPE_LINUX_SLL: "Linux SLL",
+    LINKTYPE_LINUX_SLL2: "Linux SLL2",
+    LINKTYPE_IPV4: "raw IPv4",
+    LINKTYPE_IPV6: "raw IPv6",
+    12: "raw IP",
+    14: "raw IP",
+}
+
+PCAP_MAGIC_US = 0xA1B2C3D4
+PCAP_MAGIC_NS = 0xA1B23C4D
+PCAPNG_SHB = 0x0A0D0D0A
+PCAPNG_BYTE_ORDER_MAGIC = 0x1A2B3C4D
+
+CHUNK = 1 << 20
+Record = Tuple[int, bytes, int]
+
+
+def _open_binary(path: str) -> BinaryIO:
+    if path == "-":
+        return sys.stdin.buffer
+    try:
+        return open(path, "rb")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot open: {exc.strerror}") from None
+
+
+class _PeekStream:
+    """Wraps a binary stream so the first bytes can be inspected (gzip, magic)."""
+
+    def __init__(self, raw: BinaryIO):
+        self.raw = raw
+        self.head = b""
+
+    def peek(self, n: int) -> bytes:
+        while len(self.head) < n:
+            more = self.raw.read(n - len(self.head))
+            if not more:
+                break
+            self.head += more
+        return self.head[:n]
+
+    def read(self, n: int = -1) -> bytes:
+        if self.head:
+            if n < 0:
+                out = self.head + self.raw.read()
+                self.head = b""
+                return out
+            out = self.head[:n]
+            self.head = self.head[n:]
+            if len(out) < n:
+                out += self.raw.read(n - len(out))
+            return out
+        return self.raw.read(n)
+
+    def readable(self) -> bool:
+        return True
+
+
+class CaptureReader:
+    """Reads pcap or pcapng, optionally gzip-compressed, from a path or ``-``.
+
+    Iterate to get ``(ts_ns, data, wirelen)``.  ``linktype`` is known after
+    construction (pcap) or after the first interface block (pcapng); it is read
+    eagerly so callers can rely on it before iterating.
+    """
+
+    def __init__(self, path: str):
+        self.path = path
+        self.name = "<stdin>" if path == "-" else path
+        raw = _open_binary(path)
+        self._owned = raw if path != "-" else None
+        stream = _PeekStream(raw)
+        if stream.peek(2) == b"\x1f\x8b":
+            stream = _PeekStream(gzip.GzipFile(fileobj=stream, mode="rb"))  # type: ignore[arg-type]
+        self._stream = stream
+        self._buf = b""
+        self._pos = 0          # read position inside _buf
+        self._base = 0         # file offset of _buf[0]
+        self._eof = False
+        self.records_read = 0
+        self.linktype: Optional[int] = None
+        self.snaplen = 0
+        self.format = ""
+        self.nanosecond = False
+        magic = self._peek_bytes(4)
+        if len(magic) < 4:
+            raise InputError(f"{self.name}: empty or too short to be a capture ({len(magic)} bytes)")
+        m_le = struct.unpack("<I", magic)[0]
+        m_be = struct.unpack(">I", magic)[0]
+        if m_le == PCAPNG_SHB:
+            self.format = "pcapng"
+            self._iter = self._pcapng_records()
+            self._interfaces: list = []
+            self._first = self._prime_pcapng()
+        elif m_le in (PCAP_MAGIC_US, PCAP_MAGIC_NS) or m_be in (PCAP_MAGIC_US, PCAP_MAGIC_NS):
+            self.format = "pcap"
+            self._read_pcap_header()
+            self._iter = self._pcap_records()
+            self._first = None
+        else:
+            raise InputError(
+                f"{self.name}: not a pcap or pcapng file (magic 0x{m_be:08x} at byte offset 0)"
+            )
+        if self.linktype is not None and self.linktype not in SUPPORTED_LINKTYPES:
+            raise InputError(
+                f"{self.name}: unsupported link type {self.linktype}; supported: "
+                "Ethernet (1), raw IP (101, 12, 14), IPv4 (228), IPv6 (229), Linux SLL (113), SLL2 (276)"
+            )
+
+    # -- buffered byte access -------------------------------------------------
+    def _fill(self, need: int) -> bool:
+        """Make at least ``need`` bytes available from _pos; False at EOF."""
+        avail = len(self._buf) - self._pos
+        if avail >= need:
+            return True
+        if self._eof:
+            return False
+        parts = [self._buf[self._pos:]]
+        self._base += self._pos
+        have = avail
+        while have < need:
+            try:
+                chunk = self._stream.read(max(CHUNK, need - have))
+            except (OSError, EOFError, gzip.BadGzipFile) as exc:
+                raise InputError(f"{self.name}: read error near byte offset {self._base + have}: {exc}") from None
+            if not chunk:
+                self._eof = True
+                break
+            parts.append(chunk)
+            have += len(chunk)
+        self._buf = b"".join(parts)
+        self._pos = 0
+        return have >= need
+
+    def _peek_bytes(self, n: int) -> bytes:
+        self._fill(n)
+        return self._buf[self._pos:self._pos + n]
+
+    def offset(self) -> int:
+        return self._base + self._pos
+
+    # -- pcap ------------------------------------------------------------------
+    def _read_pcap_header(self) -> None:
+        if not self._fill(24):
+            raise InputError(f"{self.name}: pcap file header cut short (need 24 bytes)")
+        hdr = self._buf[self._pos:self._pos + 24]
+        magic_le = struct.unpack_from("<I", hdr)[0]
+        if magic_le in (PCAP_MAGIC_US, PCAP_MAGIC_NS):
+            self._endian = "<"
+            magic = magic_le
+        else:
+            self._endian = ">"
+            magic = struct.unpack_from(">I", hdr)[0]
+        self.nanosecond = magic == PCAP_MAGIC_NS
+        _, major, minor, _, _, snaplen, network = struct.unpack_from(self._endian + "IHHiIII", hdr)
+        if major != 2:
+            raise InputError(f"{self.name}: unsupported pcap version {major}.{minor}")
+        self.snaplen = snaplen
+        # The upper bits of the link-type field carry FCS information (pcap-linktype).
+        self.linktype = network & 0x0FFFFFFF
+        self._fcs_len = ((network >> 28) & 0xF) * 2 if network & 0x04000000 else 0
+        self._pos += 24
+
+    def _pcap_records(self) -> Iterator[Record]:
+        unpack = struct.Struct(self._endian + "IIII").unpack_from
+        mult = 1 if self.nanosecond else 1000
+        frac_limit = 1_000_000_000 if self.nanosecond else 1_000_000
+        name = self.name
+        max_caplen = max(self.snaplen, 262144) if self.snaplen else 1 << 24
+        max_caplen = max(max_caplen, 1 << 20)
+        index = 0
+        while True:
+            if len(self._buf) - self._pos < 16 and not self._fill(16):
+                rest = len(self._buf) - self._pos
+                if rest:
+                    raise InputError(
+                        f"{name}: record {index + 1} header cut short at byte offset {self.offset()} "
+                        f"({rest} of 16 bytes)"
+                    )
+                return
+            sec, frac, caplen, wirelen = unpack(self._buf, self._pos)
+            if caplen > max_caplen or frac >= frac_limit and frac >= 1_000_000_000:
+                raise InputError(
+                    f"{name}: record {index + 1} at byte offset {self.offset()} is corrupt "
+                    f"(caplen {caplen}, fraction {frac})"
+                )
+            start = self._pos + 16
+            if len(self._buf) - start < caplen:
+                if not self._fill(16 + caplen):
+                    raise InputError(
+                        f"{name}: record {index + 1} at byte offset {self.offset()} cut short "
+                        f"(caplen {caplen}, file ends after {len(self._buf) - self._pos - 16} bytes)"
+                    )
+                start = self._pos + 16
+            data = self._buf[start:start + caplen]
+            self._pos = start + caplen
+            index += 1
+            self.records_read = index
+            yield (sec * 1_000_000_000 + frac * mult, data, wirelen)
+
+    # -- pcapng ----------------------------------------------------------------
+    def _prime_pcapng(self):
+        """Read blocks until the first packet so ``linktype`` is known."""
+        try:
+            first = next(self._iter)
+        except StopIteration:
+            first = None
+        return first
+
+    def _block(self) -> Optional[Tuple[int, bytes, int]]:
+        """Next raw pcapng block: (type, body, offset)."""
+        if not self._fill(8):
+            rest = len(self._buf) - self._pos
+            if rest:
+                raise InputError(f"{self.name}: pcapng block cut short at byte offset {self.offset()}")
+            return None
+        off = self.offset()
+        btype_raw = self._buf[self._pos:self._pos + 4]
+        if btype_raw == b"\x0a\x0d\x0d\x0a":
+            if not self._fill(12):
+                raise InputError(f"{self.name}: section header cut short at byte offset {off}")
+            bom = self._buf[self._pos + 8:self._pos + 12]
+            if bom == b"\x4d\x3c\x2b\x1a":
+                self._e = "<"
+            elif bom == b"\x1a\x2b\x3c\x4d":
+                self._e = ">"
+            else:
+                raise InputError(f"{self.name}: bad pcapng byte-order magic at byte offset {off}")
+        btype, blen = struct.unpack_from(self._e + "II", self._buf, self._pos)
+        if blen < 12 or blen % 4 or blen > (1 << 26):
+            raise InputError(f"{self.name}: corrupt pcapng block (length {blen}) at byte offset {off}")
+        if not self._fill(blen):
+            raise InputError(f"{self.name}: pcapng block cut short at byte offset {off} (length {blen})")
+        body = self._buf[self._pos + 8:self._pos + blen - 4]
+        trailer = struct.unpack_from(self._e + "I", self._buf, self._pos + blen - 4)[0]
+        if trailer != blen:
+            raise InputError(f"{self.name}: corrupt pcapng block at byte offset {off} (length fields differ)")
+        self._pos += blen
+        return btype, body, off
+
+    @staticmethod
+    def _options(body: bytes, start: int, e: str):
+        pos = start
+        while pos + 4 <= len(body):
+            code, length = struct.unpack_from(e + "HH", body, pos)
+            if code == 0:
+                return
+            yield code, body[pos + 4:pos + 4 + length]
+            pos += 4 + ((length + 3) & ~3)
+
+    def _pcapng_records(self) -> Iterator[Record]:
+        self._e = "<"
+        interfaces = []   # (linktype, units_per_second, offset_ns)
+        index = 0
+        while True:
+            blk = self._block()
+            if blk is None:
+                return
+            btype, body, off = blk
+            e = self._e
+            if btype == PCAPNG_SHB:
+                interfaces = []
+                self._interfaces = interfaces
+            elif btype == 1:  # Interface Description Block
+                if len(body) < 8:
+                    raise InputError(f"{self.name}: interface block too short at byte offset {off}")
+                lt, _, snap = struct.unpack_from(e + "HHI", body, 0)
+                units, toff = 1_000_000, 0
+                for code, val in self._options(body, 8, e):
+                    if code == 9 and val:        # if_tsresol
+                        r = val[0]
+                        units = 2 ** (r & 0x7F) if r & 0x80 else 10 ** r
+                    elif code == 14 and len(val) == 8:  # if_tsoffset (seconds)
+                        toff = struct.unpack(e + "q", val)[0] * 1_000_000_000
+                interfaces.append((lt, units, toff))
+                if self.linktype is None:
+                    self.linktype = lt
+                    self.snaplen = snap
+                elif lt != self.linktype:
+                    raise InputError(
+                        f"{self.name}: interfaces with different link types ({self.linktype} and {lt}) "
+                        "in one pcapng file are not supported"
+                    )
+            elif btype in (6, 3):  # Enhanced / Simple Packet Block
+                if btype == 6:
+                    if len(body) < 20:
+                        raise InputError(f"{self.name}: packet block too short at byte offset {off}")
+                    ifid, hi, lo, caplen, wirelen = struct.unpack_from(e + "IIIII", body, 0)
+                    data_at = 20
+                    ts_units = (hi << 32) | lo
+                else:
+                    ifid, wirelen = 0, struct.unpack_from(e + "I", body, 0)[0]
+                    data_at = 4
+                    ts_units = 0
+                    caplen = min(wirelen, len(body) - 4)
+                if ifid >= len(interfaces):
+                    raise InputError(
+                        f"{self.name}: packet at byte offset {off} names interface {ifid}, "
+                        f"but only {len(interfaces)} are described"
+                    )
+                if data_at + caplen > len(body):
+                    raise InputError(f"{self.name}: packet at byte offset {off} overruns its block")
+                _, units, toff = interfaces[ifid]
+                if units == 1_000_000_000:
+                    ts = ts_units
+                elif units == 1_000_000:
+                    ts = ts_units * 1000
+                else:
+                    ts = ts_units * 1_000_000_000 // units
+                index += 1
+                self.records_read = index
+                yield (ts + toff, body[data_at:data_at + caplen], wirelen)
+            elif btype == 2:  # obsolete Packet Block
+                ifid, _, hi, lo, caplen, wirelen = struct.unpack_from(e + "HHIIII", body, 0)
+                _, units, toff = interfaces[ifid] if ifid < len(interfaces) else (0, 1_000_000, 0)
+                index += 1
+                self.records_read = index
+                yield (((hi << 32) | lo) * 1_000_000_000 // units + toff, body[20:20 + caplen], wirelen)
+            # other blocks (name resolution, statistics, custom, DSB) are skipped
+
+    # -- public ----------------------------------------------------------------
+    def __iter__(self) -> Iterator[Record]:
+        if self._first is not None:
+            first, self._first = self._first, None
+            yield first
+        yield from self._iter
+
+    @property
+    def fcs_len(self) -> int:
+        return getattr(self, "_fcs_len", 0)
+
+    def close(self) -> None:
+        if self._owned is not None:
+            self._owned.close()
+
+    def __enter__(self) -> "CaptureReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def read_capture(path: str):
+    """Convenience: all records of a (small) capture as a list, plus its link type."""
+    with CaptureReader(path) as reader:
+        records = list(reader)
+        return reader.linktype, records
+
+
+class PcapWriter:
+    """Writes a nanosecond pcap, atomically: a temporary file renamed on close.
+
+    ``abort()`` (or an exception inside ``with``) removes the temporary file and
+    leaves any existing file at the destination untouched.  ``-`` writes to
+    standard output directly.
+    """
+
+    def __init__(self, path: str, linktype: int = LINKTYPE_ETHERNET, snaplen: int = 262144):
+        self.path = path
+        self.packets = 0
+        self._tmp: Optional[str] = None
+        if path == "-":
+            self._f: BinaryIO = sys.stdout.buffer
+        else:
+            directory = os.path.dirname(os.path.abspath(path)) or "."
+            try:
+                fd, self._tmp = tempfile.mkstemp(prefix=".grotool-", suffix=".tmp", dir=directory)
+            except OSError as exc:
+                raise InputError(f"{path}: cannot create output: {exc.strerror}") from None
+            self._f = io.BufferedWriter(io.FileIO(fd, "wb"), buffer_size=1 << 20)
+        self._f.write(struct.pack("<IHHiIII", PCAP_MAGIC_NS, 2, 4, 0, 0, snaplen, linktype))
+        self._pack = struct.Struct("<IIII").pack
+
+    def write(self, ts_ns: int, data, wirelen: Optional[int] = None) -> None:
+        n = len(data)
+        sec, nsec = divmod(ts_ns, 1_000_000_000)
+        self._f.write(self._pack(sec, nsec, n, n if wirelen is None else wirelen))
+        self._f.write(data)
+        self.packets += 1
+
+    def close(self) -> None:
+        if self._tmp is None:
+            self._f.flush()
+            return
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        self._f.close()
+        os.chmod(self._tmp, 0o644)
+        os.replace(self._tmp, self.path)
+        self._tmp = None
+
+    def abort(self) -> None:
+        if self._tmp is not None:
+            try:
+                self._f.close()
+            finally:
+                try:
+                    os.unlink(self._tmp)
+                except OSError:
+                    pass
+                self._tmp = None
+
+    def __enter__(self) -> "PcapWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
