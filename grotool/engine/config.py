@@ -1,0 +1,69 @@
+"""Every knob the simulation honours, with the kernel's defaults."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+# The Toeplitz key most NIC drivers ship (Microsoft's RSS verification key),
+# also netdev_rss_key's classic value in many datasheets.
+DEFAULT_RSS_KEY = bytes.fromhex(
+    "6d5a56da255b0ec24167253d43a38fb0d0ca2bcbae7b30b477cb2da38030f20c6a42b73bbeac01fa"
+)
+
+GRO_LEGACY_MAX_SIZE = 65536          # netdevice.h
+GRO_MAX_SIZE = 8 * 65535             # netdevice.h: the largest gro_max_size accepted
+GRO_HASH_BUCKETS = 8                 # netdevice.h
+MAX_GRO_SKBS = 8                     # gro.c: held packets per bucket
+
+
+@dataclass(frozen=True)
+class Settings:
+    device: str = "nic"              # "nic" (RSS, timestamps drive IRQs) or "veth" (oracle conditions)
+    budget: int = 64                 # NAPI weight: packets per driver poll
+    csum: str = "auto"               # verify | trust | auto (see tcp.py)
+    l4_csum: str = "partial"         # output TCP checksum: partial (pseudo-header seed) | full
+    gro: bool = True                 # ethtool generic-receive-offload
+    gro_max_size: int = 65536        # ip link ... gro_max_size (IPv6)
+    gro_ipv4_max_size: int = 65536   # ip link ... gro_ipv4_max_size (everything else)
+    max_skb_frags: int = 17          # CONFIG_MAX_SKB_FRAGS (layout only)
+    gro_normal_batch: int = 8        # net.core.gro_normal_batch
+    hz: int = 250                    # CONFIG_HZ
+    # nic device model
+    rx_queues: int = 1               # NAPI instances, chosen by RSS hash
+    rss_key: bytes = DEFAULT_RSS_KEY
+    rx_usecs: int = 8                # ethtool -C rx-usecs (interrupt moderation delay)
+    rx_frames: int = 32              # ethtool -C rx-frames (0: no frame threshold)
+    gro_flush_timeout: int = 0       # ns, /sys/class/net/DEV/gro_flush_timeout
+    napi_defer_hard_irqs: int = 0    # /sys/class/net/DEV/napi_defer_hard_irqs
+    netdev_budget: int = 300         # net.core.netdev_budget (packets per softirq)
+
+    def validate(self) -> None:
+        if self.device not in ("nic", "veth"):
+            raise ValueError(f"unknown device model {self.device!r}")
+        if self.csum not in ("auto", "verify", "trust"):
+            raise ValueError(f"unknown --csum mode {self.csum!r}")
+        if self.l4_csum not in ("partial", "full"):
+            raise ValueError(f"unknown --l4-csum mode {self.l4_csum!r}")
+        if not 1 <= self.budget <= 65536:
+            raise ValueError("budget must be 1..65536")
+        for name in ("gro_max_size", "gro_ipv4_max_size"):
+            value = getattr(self, name)
+            if not 0 <= value <= GRO_MAX_SIZE:
+                raise ValueError(f"{name} must be 0..{GRO_MAX_SIZE} (the kernel's GRO_MAX_SIZE)")
+        if self.hz not in (100, 250, 300, 1000):
+            raise ValueError("hz must be one of 100, 250, 300, 1000 (CONFIG_HZ choices)")
+        if self.rx_queues < 1 or self.rx_queues > 1024:
+            raise ValueError("rx_queues must be 1..1024")
+        if len(self.rss_key) < 16:
+            raise ValueError("RSS key must be at least 16 bytes (40 is usual)")
+        if self.rx_usecs < 0 or self.rx_frames < 0 or self.gro_flush_timeout < 0 or self.napi_defer_hard_irqs < 0:
+            raise ValueError("moderation and deferral knobs must not be negative")
+        if self.gro_normal_batch < 1:
+            raise ValueError("gro_normal_batch must be at least 1")
+        if not 1 <= self.max_skb_frags <= 45:
+            raise ValueError("max_skb_frags must be 1..45 (CONFIG_MAX_SKB_FRAGS)")
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["rss_key"] = self.rss_key.hex()
+        return d

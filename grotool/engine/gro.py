@@ -1,0 +1,192 @@
+"""The GRO core of one NAPI instance: struct gro_node and net/core/gro.c.
+
+Buckets, hold/merge/normal outcomes, eviction, flushing, completion and the
+gro_normal delivery list.  Protocol knowledge lives in the layer modules
+(link.py, vlan.py, ipv4.py, ipv6.py, tcp.py), reached through the offload
+tables in offloads.py exactly as dev_gro_receive reaches packet_offload.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, List, Optional
+
+from .config import GRO_HASH_BUCKETS, MAX_GRO_SKBS, Settings
+from .skb import Delivery, Skb, Stats
+from . import offloads
+
+
+class Bucket:
+    """One gro_list: held packets, oldest first, plus an index by flow identity.
+
+    The kernel walks the list and lets each layer clear same_flow; the result is
+    "every compared header byte is equal", so an exact-match index on the
+    concatenated compared bytes (skb.key) finds the same packet.  At most one
+    held packet per identity exists, because a matching arrival either merges
+    into it or completes it.
+    """
+
+    __slots__ = ("held", "by_key")
+
+    def __init__(self) -> None:
+        self.held: List[Skb] = []
+        self.by_key: dict = {}
+
+    def remove(self, p: Skb) -> None:
+        self.held.remove(p)
+        if self.by_key.get(p.key) is p:
+            del self.by_key[p.key]
+
+
+class GroNode:
+    """napi->gro: hash buckets, the rx_list and the completion path."""
+
+    def __init__(self, settings: Settings, stats: Stats, deliver: Callable[[List[Delivery]], None],
+                 queue: int = 0):
+        self.settings = settings
+        self.stats = stats
+        self.buckets = [Bucket() for _ in range(GRO_HASH_BUCKETS)]
+        self.held_count = 0            # total held, stands in for gro->bitmask != 0
+        self.jiffies = 0
+        self.rx_list: List[Delivery] = []
+        self.rx_count = 0
+        self.queue = queue
+        self.poll = 0
+        self._deliver = deliver
+        self._batch = settings.gro_normal_batch
+
+    # -- dev_gro_receive --------------------------------------------------------
+    def receive(self, skb: Skb) -> None:
+        """dev_gro_receive + gro_skb_finish for one received frame."""
+        if not self.settings.gro:
+            # netif_elide_gro: GRO off on the device
+            self.normal(skb, "gro_disabled")
+            return
+        bucket = self.buckets[skb.hash & (GRO_HASH_BUCKETS - 1)]
+        handler = offloads.packet_offload(skb)
+        if handler is None:
+            self.normal(skb, skb.flush or "no_l2_handler")
+            return
+        pp = handler(bucket, skb, self)
+        if pp is not None:
+            bucket.remove(pp)
+            self.held_count -= 1
+            self.complete(pp, pp.flush)
+        if skb.same_flow:
+            return                                   # GRO_MERGED(_FREE)
+        if skb.flush is not None:
+            self.normal(skb, skb.flush)              # GRO_NORMAL
+            return
+        if len(bucket.held) >= MAX_GRO_SKBS:
+            # gro_flush_oldest: the tail of the kernel's list is our held[0]
+            oldest = bucket.held[0]
+            bucket.remove(oldest)
+            self.held_count -= 1
+            self.complete(oldest, "bucket_full_evict_oldest")
+        self.hold(bucket, skb)
+
+    def hold(self, bucket: Bucket, skb: Skb) -> None:
+        """GRO_HELD: the packet becomes the head of a new aggregate."""
+        skb.age = self.jiffies
+        skb.payload_len = skb.gro_len()
+        skb.gso_size = skb.payload_len               # dev_gro_receive: gso_size = skb_gro_len
+        skb.chunks = []
+        skb.indices = [skb.index]
+        bucket.held.append(skb)
+        bucket.by_key[skb.key] = skb
+        self.held_count += 1
+
+    def merge_allowed_size(self, p: Skb, skb: Skb, length: int) -> Optional[str]:
+        """skb_gro_receive's size limits; returns the refusal reason or None."""
+        total = p.length + length
+        # netif_get_gro_max_size: gro_max_size for IPv6, gro_ipv4_max_size otherwise
+        if p.protocol == 0x86DD:
+            limit = self.settings.gro_max_size
+        else:
+            limit = self.settings.gro_ipv4_max_size
+        if total >= limit:
+            return "merge_max_size"
+        if total >= 65536:
+            # BIG TCP: only plain TCP, never an encapsulated aggregate
+            if skb.proto != 6 or p.encap_mark:
+                return "merge_bigtcp_ineligible"
+        return None
+
+    def merge(self, p: Skb, skb: Skb) -> Optional[str]:
+        """skb_gro_receive: append skb's payload to p.  Returns a refusal reason or None."""
+        if skb.flush is not None:
+            return skb.flush                         # -E2BIG on a flagged skb
+        length = len(skb.data) - skb.off
+        refusal = self.merge_allowed_size(p, skb, length)
+        if refusal is not None:
+            return refusal
+        # Layout model: one page fragment per received frame (napi_gro_frags drivers).
+        if p.frags + 1 > self.settings.max_skb_frags:
+            p.frag_list += 1
+            p.frags = 1
+        else:
+            p.frags += 1
+        p.chunks.append(memoryview(skb.data)[skb.off:])
+        p.indices.append(skb.index)
+        p.count += skb.count
+        p.length += length
+        p.payload_len += length
+        skb.same_flow = True
+        return None
+
+    # -- completion and delivery ------------------------------------------------
+    def complete(self, p: Skb, reason: str) -> None:
+        """gro_complete: rebuild the super-packet and queue it for delivery."""
+        if p.count == 1:
+            # a lone held packet goes up unchanged
+            self.normal_one(Delivery(p.ts, p.data, 1, reason, (p.index,), p.key,
+                                     0, (), p.payload_len, 1, 0, self.queue, self.poll))
+            return
+        header = bytearray(p.data[:p.off])
+        gso_type: List[str] = []
+        offloads.complete_chain(self, p, header, gso_type)
+        data = b"".join([header, memoryview(p.data)[p.off:], *p.chunks])
+        self.normal_one(Delivery(p.ts, data, p.count, reason, tuple(p.indices), p.key,
+                                 p.gso_size, tuple(gso_type), p.payload_len, p.frags, p.frag_list,
+                                 self.queue, self.poll))
+
+    def normal(self, skb: Skb, reason: str) -> None:
+        """GRO_NORMAL: the received frame goes up alone and unchanged."""
+        self.normal_one(Delivery(skb.ts, skb.data, 1, reason, (skb.index,), skb.key,
+                                 0, (), 0, 1, 0, self.queue, self.poll))
+
+    def normal_one(self, delivery: Delivery) -> None:
+        """gro_normal_one: rx_count counts segments; a full batch goes to the stack."""
+        self.rx_list.append(delivery)
+        self.rx_count += delivery.segs
+        if self.rx_count >= self._batch:
+            self.normal_list()
+
+    def normal_list(self) -> None:
+        """gro_normal_list: hand rx_list to the stack."""
+        if self.rx_list:
+            self.stats.normal_batches += 1
+            batch, self.rx_list = self.rx_list, []
+            self.rx_count = 0
+            self._deliver(batch)
+
+    # -- flushing ---------------------------------------------------------------
+    def flush(self, flush_old: bool, reason: str) -> None:
+        """__gro_flush: buckets in index order, each oldest first; with flush_old
+        a bucket stops at the first packet held during the current jiffy."""
+        if not self.held_count:
+            return
+        jiffies = self.jiffies
+        for bucket in self.buckets:
+            held = bucket.held
+            while held:
+                p = held[0]
+                if flush_old and p.age == jiffies:
+                    break
+                bucket.remove(p)
+                self.held_count -= 1
+                self.complete(p, reason)
+
+    def flush_normal(self, flush_old: bool, reason: str) -> None:
+        """gro_flush_normal: flush, then deliver rx_list."""
+        self.flush(flush_old, reason)
+        self.normal_list()

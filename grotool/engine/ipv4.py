@@ -1,0 +1,89 @@
+"""IPv4: inet_gro_receive / inet_gro_complete (net/ipv4/af_inet.c) and the
+L3 checks done at L4, inet_gro_flush (include/net/gro.h)."""
+
+from __future__ import annotations
+
+from struct import unpack_from
+
+from . import offloads
+from .csum import ip_header_ok, replace16
+
+IP_DF = 0x4000
+IP_MF = 0x2000
+IP_OFFSET = 0x1FFF
+IP_RESERVED = 0x8000
+
+
+def inet_gro_receive(bucket, skb, gro):
+    data = skb.data
+    off = skb.off
+    if len(data) < off + 20:
+        skb.flush = skb.flush or "ip_hdr_unreadable"
+        return None
+    entry = offloads.INET_OFFLOADS.get(data[off + 9])
+    if entry is None:
+        # inet_gro_receive: no gro_receive for this protocol (ICMP, SCTP, ...)
+        skb.flush = skb.flush or "ip_no_l4_handler"
+        return None
+    if data[off] != 0x45:
+        # inet_gro_receive: options (or not version 4) are never aggregated
+        skb.flush = skb.flush or "ip_options_or_version"
+        return None
+    tot_len, frag_off = unpack_from("!H2xH", data, off + 2)
+    if frag_off & (IP_MF | IP_OFFSET):
+        skb.flush = skb.flush or "ip_fragment"
+        return None
+    if not ip_header_ok(data[off:off + 20]):
+        # ip_fast_csum is checked in software whatever ip_summed says
+        gro.stats.ip_csum_bad += 1
+        skb.flush = skb.flush or "ip_bad_hdr_csum"
+        return None
+    skb.proto = data[off + 9]
+    if skb.flush is None:
+        # the flag value: length differs from the bytes present, or a bit other than DF
+        if tot_len != len(data) - off:
+            skb.flush = "ip_len_mismatch"
+        elif frag_off & IP_RESERVED:
+            skb.flush = "ip_reserved_flag"
+    # same flow: protocol, saddr, daddr
+    skb.key += data[off + 9:off + 10] + data[off + 12:off + 20]
+    skb.network_offsets[skb.encap_mark] = off
+    skb.off = off + 20
+    return entry[0](bucket, skb, gro)
+
+
+def inet_gro_flush(p, skb, offset, inner):
+    """inet_gro_flush (6.18): TTL, TOS, DF must match; the IP ID must stay fixed or
+    increment by one per segment, the mode chosen by the second packet.
+    Returns the reason or None.  Sets p's fixed-ID bit as a side effect."""
+    d1 = skb.data
+    d2 = p.data
+    if d1[offset + 8] != d2[offset + 8]:
+        return "ip_ttl_changed"
+    if d1[offset + 1] != d2[offset + 1]:
+        return "ip_tos_changed"
+    if (d1[offset + 6] ^ d2[offset + 6]) & 0x40:
+        return "ip_df_changed"
+    ipid_offset = (((d1[offset + 4] << 8) | d1[offset + 5]) - ((d2[offset + 4] << 8) | d2[offset + 5])) & 0xFFFF
+    count = p.count & 0xFFFF
+    bit = 1 << inner
+    if count == 1 and ipid_offset == 0:
+        p.ip_fixedid |= bit
+    if p.ip_fixedid & bit:
+        return "ip_id_not_fixed" if ipid_offset else None
+    return "ip_id_not_incrementing" if ipid_offset != count else None
+
+
+def inet_gro_complete(gro, p, header, gso_type, nhoff):
+    """inet_gro_complete: new total length (0 above 65535, BIG TCP) with the header
+    checksum patched incrementally, then the L4 complete."""
+    total = len(header) - nhoff + p.payload_len
+    new_len = total if total <= 0xFFFF else 0
+    old_len = (header[nhoff + 2] << 8) | header[nhoff + 3]
+    check = (header[nhoff + 10] << 8) | header[nhoff + 11]
+    check = replace16(check, old_len, new_len)
+    header[nhoff + 2] = new_len >> 8
+    header[nhoff + 3] = new_len & 0xFF
+    header[nhoff + 10] = check >> 8
+    header[nhoff + 11] = check & 0xFF
+    offloads.INET_OFFLOADS[header[nhoff + 9]][1](gro, p, header, gso_type, nhoff + 20)

@@ -1,0 +1,91 @@
+"""IPv6: ipv6_gro_receive / ipv6_gro_complete (net/ipv6/ip6_offload.c), the
+extension-header walk (exthdrs_offload.c) and ipv6_gro_flush (include/net/gro.h)."""
+
+from __future__ import annotations
+
+from struct import pack, unpack_from
+
+from . import offloads
+
+# Extension headers registered with INET6_PROTO_GSO_EXTHDR: Hop-by-Hop (v6.9+),
+# Routing, Destination Options.  Fragment (44), AH (51), none (59) have no handler.
+EXTHDRS = frozenset((0, 43, 60))
+IPV6_MAXPLEN = 65535
+
+
+def ipv6_gro_receive(bucket, skb, gro):
+    data = skb.data
+    off = skb.off
+    if len(data) < off + 40:
+        skb.flush = skb.flush or "ipv6_hdr_unreadable"
+        return None
+    skb.network_offsets[skb.encap_mark] = off
+    pending = ((data[off + 4] << 8) | data[off + 5]) != len(data) - off - 40
+    nexthdr = data[off + 6]
+    pos = off + 40
+    entry = offloads.INET6_OFFLOADS.get(nexthdr)
+    if entry is None:
+        # ipv6_gro_pull_exthdrs: follow HBH / Routing / DstOpts headers
+        while nexthdr in EXTHDRS:
+            if len(data) < pos + 8:
+                skb.flush = skb.flush or "ipv6_hdr_unreadable"
+                return None
+            hlen = (data[pos + 1] + 1) * 8
+            if len(data) < pos + hlen:
+                skb.flush = skb.flush or "ipv6_hdr_unreadable"
+                return None
+            nexthdr = data[pos]
+            pos += hlen
+        entry = offloads.INET6_OFFLOADS.get(nexthdr)
+        if entry is None:
+            skb.flush = skb.flush or "ipv6_no_l4_handler"
+            return None
+    skb.proto = nexthdr
+    # same flow: version + flow label (traffic class excluded), addresses,
+    # next header, and the bytes of any extension headers
+    first = unpack_from("!I", data, off)[0] & 0xF00FFFFF
+    skb.key += pack("!I", first) + data[off + 6:off + 7] + data[off + 8:off + 40] + data[off + 40:pos]
+    if pending and skb.flush is None:
+        skb.flush = "ipv6_payload_len_mismatch"
+    skb.off = pos
+    return entry[0](bucket, skb, gro)
+
+
+def ipv6_gro_flush(p, skb, offset, inner):
+    """ipv6_gro_flush: hop limit and traffic class (ECN included) must match."""
+    d1 = skb.data
+    d2 = p.data
+    if d1[offset + 7] != d2[offset + 7]:
+        return "ipv6_hoplimit_changed"
+    if ((d1[offset] ^ d2[offset]) & 0x0F) or ((d1[offset + 1] ^ d2[offset + 1]) & 0xF0):
+        return "ipv6_tclass_changed"
+    return None
+
+
+def _exthdrs_end(header, nhoff) -> int:
+    nexthdr = header[nhoff + 6]
+    pos = nhoff + 40
+    while nexthdr in EXTHDRS:
+        nexthdr = header[pos]
+        pos += (header[pos + 1] + 1) * 8
+    return pos
+
+
+def ipv6_gro_complete(gro, p, header, gso_type, nhoff):
+    """ipv6_gro_complete: payload length, or above 65535 (BIG TCP) a Hop-by-Hop
+    Jumbo Payload header inserted after the fixed header with payload_len 0."""
+    thoff = _exthdrs_end(header, nhoff)
+    payload = len(header) - nhoff - 40 + p.payload_len
+    if payload > IPV6_MAXPLEN:
+        hbh = bytes((header[nhoff + 6], 0, 0xC2, 4)) + pack("!I", payload + 8)
+        header[nhoff + 40:nhoff + 40] = hbh
+        header[nhoff + 6] = 0
+        header[nhoff + 4] = 0
+        header[nhoff + 5] = 0
+        thoff += 8
+        l4 = hbh[0]
+    else:
+        header[nhoff + 4] = payload >> 8
+        header[nhoff + 5] = payload & 0xFF
+        l4 = p.proto
+    offloads.INET6_OFFLOADS[l4][1](gro, p, header, gso_type, thoff)

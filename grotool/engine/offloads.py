@@ -1,0 +1,43 @@
+"""Offload tables: how each layer finds the next, as the kernel's
+packet_offload list (by ethertype) and inet_offloads / inet6_offloads
+(by IP protocol number) do.
+
+Each receive handler has the shape ``handler(bucket, skb, gro) -> held packet
+to complete or None``; each complete handler ``complete(gro, p, header,
+gso_type, nhoff)`` patches the rebuilt header in place.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, Optional, Tuple
+
+# ethertype -> (gro_receive, gro_complete)
+PACKET_OFFLOADS: Dict[int, Tuple[Callable, Callable]] = {}
+# IP protocol -> (gro_receive, gro_complete), per family
+INET_OFFLOADS: Dict[int, Tuple[Callable, Callable]] = {}
+INET6_OFFLOADS: Dict[int, Tuple[Callable, Callable]] = {}
+
+
+def packet_offload(skb) -> Optional[Callable]:
+    """dev_gro_receive: the first packet_offload for skb->protocol with a gro_receive."""
+    entry = PACKET_OFFLOADS.get(skb.protocol)
+    return entry[0] if entry else None
+
+
+def complete_chain(gro, p, header, gso_type) -> None:
+    """gro_complete: the packet_offload gro_complete for skb->protocol, nhoff at the L3 start."""
+    PACKET_OFFLOADS[p.protocol][1](gro, p, header, gso_type, p.l2_len)
+
+
+def _register() -> None:
+    from . import ipv4, ipv6, tcp, vlan
+
+    PACKET_OFFLOADS[0x0800] = (ipv4.inet_gro_receive, ipv4.inet_gro_complete)
+    PACKET_OFFLOADS[0x86DD] = (ipv6.ipv6_gro_receive, ipv6.ipv6_gro_complete)
+    PACKET_OFFLOADS[0x8100] = (vlan.vlan_gro_receive, vlan.vlan_gro_complete)
+    PACKET_OFFLOADS[0x88A8] = (vlan.vlan_gro_receive, vlan.vlan_gro_complete)
+    INET_OFFLOADS[6] = (tcp.tcp4_gro_receive, tcp.tcp4_gro_complete)
+    INET6_OFFLOADS[6] = (tcp.tcp6_gro_receive, tcp.tcp6_gro_complete)
+
+
+_register()

@@ -1,0 +1,79 @@
+"""The flush-reason vocabulary (the public contract).
+
+Spelled as in section 11 of shared/spec/linux-gro.md.  Every delivered packet
+carries exactly one reason: for a super-packet or a held single, the reason
+its aggregate was completed; for a packet sent up alone, the reason it could
+not be held.  When the kernel ORs several causes together we report the first
+in the kernel's own evaluation order.
+
+Effect codes: S = the incoming packet goes up alone, held packets untouched;
+P = the matching held packet is completed; PS = both; M = merged, then the
+held packet is completed; L = list or poll level.
+"""
+
+# name -> (effect, kernel function, description)
+REASONS = {
+    # dev_gro_receive / L2
+    "gro_disabled": ("S", "netif_elide_gro", "GRO is off on the device"),
+    "no_l2_handler": ("S", "dev_gro_receive", "no GRO handler for the ethertype (ARP, LLDP, ...)"),
+    "vlan_no_inner_handler": ("S", "vlan_gro_receive", "no GRO handler for the protocol inside the VLAN tag"),
+    "vlan_hdr_unreadable": ("S", "vlan_gro_receive", "VLAN header cut short"),
+    # IPv4
+    "ip_hdr_unreadable": ("S", "inet_gro_receive", "IPv4 header cut short"),
+    "ip_no_l4_handler": ("S", "inet_gro_receive", "IP protocol without GRO (ICMP, SCTP, ...)"),
+    "ip_options_or_version": ("S", "inet_gro_receive", "IPv4 options present (first byte not 0x45)"),
+    "ip_fragment": ("S", "inet_gro_receive", "IPv4 fragment (MF or offset set)"),
+    "ip_bad_hdr_csum": ("S", "inet_gro_receive", "IPv4 header checksum bad"),
+    "ip_len_mismatch": ("PS", "inet_gro_receive", "IPv4 total length differs from the bytes present (padding, trailer, truncation)"),
+    "ip_reserved_flag": ("PS", "inet_gro_receive", "IPv4 reserved fragment flag set"),
+    "ip_ttl_changed": ("P", "inet_gro_flush", "TTL differs from the held packet"),
+    "ip_tos_changed": ("P", "inet_gro_flush", "TOS byte (DSCP or ECN) differs"),
+    "ip_df_changed": ("P", "inet_gro_flush", "DF bit differs"),
+    "ip_id_not_incrementing": ("P", "inet_gro_flush", "IP ID is not first ID + segments (incrementing mode)"),
+    "ip_id_not_fixed": ("P", "inet_gro_flush", "IP ID differs from the first ID (fixed mode)"),
+    # IPv6
+    "ipv6_hdr_unreadable": ("S", "ipv6_gro_receive", "IPv6 header or extension header cut short"),
+    "ipv6_no_l4_handler": ("S", "ipv6_gro_receive", "header chain ends in Fragment, AH, no-next-header or an unknown protocol"),
+    "ipv6_payload_len_mismatch": ("PS", "ipv6_gro_receive", "IPv6 payload length differs from the bytes present"),
+    "ipv6_tclass_changed": ("P", "ipv6_gro_flush", "traffic class (DSCP or ECN) differs"),
+    "ipv6_hoplimit_changed": ("P", "ipv6_gro_flush", "hop limit differs"),
+    # TCP
+    "tcp_csum_bad": ("S", "tcp4/6_gro_receive", "TCP checksum validation failed"),
+    "tcp_hdr_bad": ("S", "tcp_gro_pull_header", "TCP header cut short or data offset < 5"),
+    "tcp_cwr": ("P", "tcp_gro_receive", "incoming segment has CWR (6.18)"),
+    "tcp_flags_changed": ("P", "tcp_gro_receive", "TCP flag bits other than FIN/PSH differ (ECE, ACK, CWR, AE, reserved)"),
+    "tcp_window_changed": ("P", "tcp_gro_receive", "TCP window differs"),
+    "tcp_hdrlen_changed": ("P", "tcp_gro_receive", "TCP data offset differs"),
+    "tcp_ack_changed": ("P", "tcp_gro_receive", "acknowledgement number differs"),
+    "tcp_ts_changed": ("P", "tcp_gro_receive", "TCP timestamp option value differs"),
+    "tcp_options_changed": ("P", "tcp_gro_receive", "a TCP option word differs"),
+    "tcp_seq_mismatch": ("P", "tcp_gro_receive", "sequence number does not continue the held packet (gap, retransmit, reorder)"),
+    "tcp_oversize": ("P", "tcp_gro_receive", "segment larger than the held packet's mss"),
+    "tcp_no_payload": ("PS", "tcp_gro_receive", "segment without payload (pure ACK)"),
+    "tcp_push": ("M", "tcp_gro_receive", "PSH: merged, then completed (alone: sent up)"),
+    "tcp_fin": ("M", "tcp_gro_receive", "FIN: merged, then completed (alone: sent up)"),
+    "tcp_urg": ("PS", "tcp_gro_receive", "URG segment, never merged"),
+    "tcp_rst": ("PS", "tcp_gro_receive", "RST segment, never merged"),
+    "tcp_syn": ("PS", "tcp_gro_receive", "SYN segment, never merged"),
+    "tcp_short_segment": ("M", "tcp_gro_receive", "segment shorter than mss: merged, then completed"),
+    # skb_gro_receive
+    "merge_max_size": ("P", "skb_gro_receive", "aggregate would reach gro_max_size / gro_ipv4_max_size"),
+    "merge_bigtcp_ineligible": ("P", "skb_gro_receive", "aggregate would pass 64 KiB but is not eligible for BIG TCP"),
+    # list and poll level
+    "bucket_full_evict_oldest": ("L", "gro_flush_oldest", "the bucket already held 8 packets; its oldest was completed"),
+    "napi_complete": ("L", "napi_complete_done", "poll ended with work < budget: everything flushed"),
+    "napi_complete_old": ("L", "napi_complete_done", "poll ended with a flush timer armed: packets from an earlier jiffy flushed"),
+    "budget_exhausted_all": ("L", "__napi_poll", "poll used its whole budget; HZ < 1000 flushes everything"),
+    "budget_exhausted_old": ("L", "__napi_poll", "poll used its whole budget; HZ >= 1000 flushes packets from an earlier jiffy"),
+    "flush_timeout": ("L", "napi_watchdog", "gro_flush_timeout timer poll flushed what was left"),
+    "end_of_capture": ("L", "grotool", "the capture ended; what was still held is flushed (as the next poll would)"),
+    # grotool's own
+    "capture_truncated": ("S", "grotool", "record cut by snaplen (caplen < wire length): not what the kernel saw, passed through"),
+    "not_ip_link": ("S", "grotool", "link-layer frame grotool cannot feed to GRO (too short for its link header)"),
+}
+
+REASON_NAMES = frozenset(REASONS)
+
+
+def effect(reason: str) -> str:
+    return REASONS[reason][0]

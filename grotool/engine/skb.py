@@ -1,0 +1,113 @@
+"""The packet as GRO sees it: struct sk_buff plus struct napi_gro_cb, reduced
+to what decisions and the rebuilt super-packet need.
+
+One class serves both the incoming packet and a held aggregate ("p" in the
+kernel): holding a packet just gives it the aggregate fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Optional, Tuple
+
+
+class Skb:
+    __slots__ = (
+        # incoming packet, napi_gro_cb style
+        "data",          # bytes: the whole frame, link header included
+        "ts",            # capture timestamp, ns
+        "index",         # 0-based position in the capture
+        "hash",          # skb->hash (raw RSS hash, 0 without RSS)
+        "l2_len",        # bytes of link header before skb->data (ETH_HLEN for Ethernet)
+        "protocol",      # skb->protocol: the ethertype after the link header
+        "off",           # skb_gro_offset, from the start of the frame
+        "flush",         # None or the reason that forbids holding/merging this skb
+        "proto",         # innermost L4 protocol number recorded by the IP layer
+        "key",           # same-flow identity: the header bytes every layer compares
+        "count",         # segments (1 for a received frame)
+        "csum_cnt",      # CHECKSUM_UNNECESSARY levels left (napi_gro_cb.csum_cnt)
+        "network_offsets",  # [outer, inner] L3 header offsets (from the frame start)
+        "encap_mark",
+        "l4_off",        # transport header offset
+        "same_flow",     # set when merged into a held packet
+        "ip_fixedid",    # bit 0 outer, bit 1 inner (inet_gro_flush)
+        # held aggregate ("p")
+        "length",        # p->len: bytes from skb->data (after the link header)
+        "payload_len",   # skb_gro_len(p): L4 payload bytes accumulated
+        "gso_size",      # the first segment's payload length (mss)
+        "age",           # jiffies when held
+        "chunks",        # payload pieces of merged segments, in order
+        "indices",       # capture indices of the merged frames
+        "flag_or",       # TCP FIN|PSH bits gathered from merged segments
+        "l4_csum_sum",   # ones'-complement payload sums of merged segments (full checksum output), or None
+        "frags",         # page fragments in the last skb of the chain (layout model)
+        "frag_list",     # skbs chained on frag_list (layout model)
+    )
+
+    def __init__(self, data: bytes, ts: int, index: int, l2_len: int, hash_: int = 0):
+        self.data = data
+        self.ts = ts
+        self.index = index
+        self.hash = hash_
+        self.l2_len = l2_len
+        self.protocol = 0
+        self.off = l2_len
+        self.flush = None
+        self.proto = 0
+        self.key = b""
+        self.count = 1
+        self.csum_cnt = 0
+        self.network_offsets = [l2_len, l2_len]
+        self.encap_mark = 0
+        self.l4_off = 0
+        self.same_flow = False
+        self.ip_fixedid = 0
+        self.length = len(data) - l2_len
+        self.payload_len = 0
+        self.gso_size = 0
+        self.age = 0
+        self.chunks = None
+        self.indices = None
+        self.flag_or = 0
+        self.l4_csum_sum = None
+        self.frags = 1
+        self.frag_list = 0
+
+    def gro_len(self) -> int:
+        """skb_gro_len: bytes after the headers consumed so far."""
+        return len(self.data) - self.off
+
+
+@dataclass
+class Delivery:
+    """One packet handed to the stack: a super-packet or a packet sent up unchanged."""
+
+    ts: int                      # first segment's capture timestamp (ns)
+    data: bytes                  # the frame as delivered (link header included)
+    segs: int                    # napi_gro_cb count: input frames it covers
+    reason: str                  # why it was delivered now (see reasons.py)
+    indices: Tuple[int, ...]     # capture indices it covers, in order
+    key: bytes = b""             # same-flow identity (empty when GRO never parsed it)
+    gso_size: int = 0
+    gso_type: Tuple[str, ...] = ()
+    payload: int = 0             # L4 payload bytes (TCP/UDP) in the packet
+    frags: int = 0               # layout: page frags in the head skb
+    frag_list: int = 0           # layout: skbs chained on frag_list
+    queue: int = 0               # RX queue (NAPI instance) it came through
+    poll: int = 0                # poll number on that queue
+
+
+@dataclass
+class Stats:
+    """Counters the engine keeps while it runs."""
+
+    frames: int = 0
+    csum_offloaded: int = 0      # L4 checksum field held exactly the pseudo-header seed
+    csum_verified: int = 0
+    csum_bad: int = 0
+    ip_csum_bad: int = 0
+    polls: int = 0
+    irqs: int = 0
+    timer_polls: int = 0
+    deliveries: int = 0
+    normal_batches: int = 0

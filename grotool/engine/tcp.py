@@ -1,0 +1,250 @@
+"""TCP: tcp4/6_gro_receive, tcp_gro_receive and the completions
+(net/ipv4/tcp_offload.c, net/ipv6/tcpv6_offload.c), 6.18 semantics."""
+
+from __future__ import annotations
+
+from struct import unpack_from
+
+from . import csum
+from .ipv4 import inet_gro_flush
+from .ipv6 import ipv6_gro_flush
+
+# tcp_flag_word() bits: data offset, reserved/AE, flags, window
+TCP_FLAG_CWR = 0x00800000
+TCP_FLAG_ECE = 0x00400000
+TCP_FLAG_URG = 0x00200000
+TCP_FLAG_ACK = 0x00100000
+TCP_FLAG_PSH = 0x00080000
+TCP_FLAG_RST = 0x00040000
+TCP_FLAG_SYN = 0x00020000
+TCP_FLAG_FIN = 0x00010000
+TCP_DOFF = 0xF0000000
+TCP_RESERVED = 0x0F000000
+TCP_WINDOW = 0x0000FFFF
+_NOT_COMPARED = TCP_FLAG_CWR | TCP_FLAG_FIN | TCP_FLAG_PSH
+_FINAL_FLAGS = TCP_FLAG_URG | TCP_FLAG_PSH | TCP_FLAG_RST | TCP_FLAG_SYN | TCP_FLAG_FIN
+
+
+# -- checksum validation (skb_gro_checksum_validate) ----------------------------
+def _validate(gro, skb, pseudo_sum: int, field_at: int) -> bool:
+    """True when the TCP checksum is acceptable under the --csum mode."""
+    mode = gro.settings.csum
+    stats = gro.stats
+    if mode == "trust":
+        return True                       # CHECKSUM_UNNECESSARY from the NIC
+    data = skb.data
+    if mode == "auto":
+        field = (data[field_at] << 8) | data[field_at + 1]
+        seed = csum.fold(pseudo_sum)
+        if field == seed:
+            # a capture taken on a sender with checksum offload: the field holds
+            # the pseudo-header seed CHECKSUM_PARTIAL leaves; the NIC would fill it
+            stats.csum_offloaded += 1
+            return True
+    stats.csum_verified += 1
+    if csum.is_valid(pseudo_sum, memoryview(data)[skb.off:]):
+        return True
+    stats.csum_bad += 1
+    return False
+
+
+def _pull_header(skb):
+    """tcp_gro_pull_header: returns the header length or 0 when unusable."""
+    data = skb.data
+    off = skb.off
+    if len(data) < off + 20:
+        return 0
+    thlen = (data[off + 12] >> 4) * 4
+    if thlen < 20 or len(data) < off + thlen:
+        return 0
+    return thlen
+
+
+def tcp4_gro_receive(bucket, skb, gro):
+    data = skb.data
+    if skb.flush is None:
+        # a packet that will be flushed anyway is not verified
+        nh = skb.network_offsets[skb.encap_mark]
+        pseudo = csum.pseudo4(data[nh + 12:nh + 16], data[nh + 16:nh + 20], 6, len(data) - skb.off)
+        if not _validate(gro, skb, pseudo, skb.off + 16):
+            skb.flush = "tcp_csum_bad"
+            return None
+    thlen = _pull_header(skb)
+    if not thlen:
+        skb.flush = skb.flush or "tcp_hdr_bad"
+        return None
+    return tcp_gro_receive(bucket, skb, gro, thlen, inet_gro_flush)
+
+
+def tcp6_gro_receive(bucket, skb, gro):
+    data = skb.data
+    if skb.flush is None:
+        nh = skb.network_offsets[skb.encap_mark]
+        pseudo = csum.pseudo6(data[nh + 8:nh + 24], data[nh + 24:nh + 40], 6, len(data) - skb.off)
+        if not _validate(gro, skb, pseudo, skb.off + 16):
+            skb.flush = "tcp_csum_bad"
+            return None
+    thlen = _pull_header(skb)
+    if not thlen:
+        skb.flush = skb.flush or "tcp_hdr_bad"
+        return None
+    return tcp_gro_receive(bucket, skb, gro, thlen, ipv6_gro_flush)
+
+
+# -- tcp_gro_receive ---------------------------------------------------------------
+def _flag_diff_reason(flags: int, diff: int) -> str:
+    """Name the first compared flag-word difference."""
+    if flags & TCP_FLAG_URG:
+        return "tcp_urg"
+    if flags & TCP_FLAG_RST:
+        return "tcp_rst"
+    if flags & TCP_FLAG_SYN:
+        return "tcp_syn"
+    if diff & TCP_DOFF:
+        return "tcp_hdrlen_changed"
+    if diff & (TCP_RESERVED | 0x00FF0000):
+        return "tcp_flags_changed"
+    return "tcp_window_changed"
+
+
+def _options_reason(opts: bytes, opts2: bytes) -> str:
+    """tcp_ts_changed when the option layout is identical and only the
+    timestamp option's value differs, else tcp_options_changed."""
+    i = 0
+    n = len(opts)
+    while i < n:
+        kind = opts[i]
+        if kind == 0:
+            break
+        if kind == 1:
+            i += 1
+            continue
+        if i + 1 >= n:
+            break
+        olen = opts[i + 1]
+        if olen < 2:
+            break
+        if kind == 8 and olen == 10 and opts[:i + 2] == opts2[:i + 2] and opts[i + 10:] == opts2[i + 10:]:
+            return "tcp_ts_changed"
+        i += olen
+    return "tcp_options_changed"
+
+
+def _final_reason(flags: int, length: int) -> str:
+    if flags & TCP_FLAG_URG:
+        return "tcp_urg"
+    if flags & TCP_FLAG_RST:
+        return "tcp_rst"
+    if flags & TCP_FLAG_SYN:
+        return "tcp_syn"
+    if flags & TCP_FLAG_FIN:
+        return "tcp_fin"
+    if flags & TCP_FLAG_PSH:
+        return "tcp_push"
+    return "tcp_no_payload" if length == 0 else "tcp_short_segment"
+
+
+def tcp_gro_receive(bucket, skb, gro, thlen, network_flush):
+    data = skb.data
+    off = skb.off
+    flags = unpack_from("!I", data, off + 12)[0]
+    # tcp_gro_lookup: the port pair completes the flow identity
+    skb.key += data[off:off + 4]
+    skb.l4_off = off
+    skb.off = off + thlen
+    length = len(data) - skb.off
+    mss = 1
+    p = bucket.by_key.get(skb.key)
+    if p is not None:
+        d2 = p.data
+        th2 = p.l4_off
+        flags2 = unpack_from("!I", d2, th2 + 12)[0]
+        reason = None
+        diff = (flags ^ flags2) & ~_NOT_COMPARED
+        if flags & TCP_FLAG_CWR:
+            reason = "tcp_cwr"                # 6.18: an incoming CWR always flushes
+        elif diff:
+            reason = _flag_diff_reason(flags, diff)
+        elif data[off + 8:off + 12] != d2[th2 + 8:th2 + 12]:
+            reason = "tcp_ack_changed"
+        elif thlen > 20 and data[off + 20:off + thlen] != d2[th2 + 20:th2 + thlen]:
+            reason = _options_reason(data[off + 20:off + thlen], d2[th2 + 20:th2 + thlen])
+        else:
+            # gro_receive_network_flush: outer header, then inner if encapsulated
+            reason = network_flush(p, skb, skb.network_offsets[0], 0)
+            if reason is None and p.encap_mark:
+                reason = network_flush(p, skb, skb.network_offsets[1], 1)
+            if reason is None:
+                mss = p.gso_size
+                if length == 0:
+                    reason = "tcp_no_payload"
+                elif length > mss:
+                    reason = "tcp_oversize"
+                elif (unpack_from("!I", d2, th2 + 4)[0] + p.payload_len - unpack_from("!I", data, off + 4)[0]) & 0xFFFFFFFF:
+                    reason = "tcp_seq_mismatch"
+        if reason is None:
+            reason = gro.merge(p, skb)
+        if reason is not None:
+            mss = 1
+            p.flush = reason
+        else:
+            p.flag_or |= flags & (TCP_FLAG_FIN | TCP_FLAG_PSH)
+    # final check: a short segment or one of URG/PSH/RST/SYN/FIN ends the aggregate
+    final = length < mss or flags & _FINAL_FLAGS
+    if final:
+        why = _final_reason(flags, length)
+        if skb.flush is None:
+            skb.flush = why
+        if p is not None:
+            if skb.same_flow:
+                p.flush = why
+            return p
+        return None
+    if p is not None and not skb.same_flow:
+        return p
+    return None
+
+
+# -- completion --------------------------------------------------------------------
+def _finish(gro, p, header, gso_type, thoff, pseudo_sum):
+    """Shared tail of tcp4/6_gro_complete and tcp_gro_complete."""
+    flag_byte = header[thoff + 13] | ((p.flag_or >> 16) & 0xFF)
+    header[thoff + 13] = flag_byte
+    if gro.settings.l4_csum == "full":
+        header[thoff + 16] = 0
+        header[thoff + 17] = 0
+        total = pseudo_sum + csum.sum16(memoryview(header)[thoff:])
+        # the payload follows the (possibly odd-length) header; sum it in place
+        payload = b"".join([memoryview(p.data)[p.off:], *p.chunks])
+        hdr_len = len(header) - thoff
+        if hdr_len & 1:
+            total += csum.sum16(b"\x00" + payload)
+        else:
+            total += csum.sum16(payload)
+        check = csum.complement(total)
+    else:
+        check = csum.seed(pseudo_sum)     # what CHECKSUM_PARTIAL expects
+    header[thoff + 16] = check >> 8
+    header[thoff + 17] = check & 0xFF
+    if flag_byte & 0x80:                  # tcp_gro_complete: CWR in the first header
+        gso_type.append("tcp_accecn")
+
+
+def tcp4_gro_complete(gro, p, header, gso_type, thoff):
+    nh = p.network_offsets[p.encap_mark]
+    length = len(header) - thoff + p.payload_len
+    pseudo = csum.pseudo4(bytes(header[nh + 12:nh + 16]), bytes(header[nh + 16:nh + 20]), 6, length)
+    gso_type.append("tcpv4")
+    if p.ip_fixedid & 1:
+        gso_type.append("tcp_fixedid")
+    if p.ip_fixedid & 2:
+        gso_type.append("tcp_fixedid_inner")
+    _finish(gro, p, header, gso_type, thoff, pseudo)
+
+
+def tcp6_gro_complete(gro, p, header, gso_type, thoff):
+    nh = p.network_offsets[p.encap_mark]
+    length = len(header) - thoff + p.payload_len
+    pseudo = csum.pseudo6(bytes(header[nh + 8:nh + 24]), bytes(header[nh + 24:nh + 40]), 6, length)
+    gso_type.append("tcpv6")
+    _finish(gro, p, header, gso_type, thoff, pseudo)

@@ -1,0 +1,29 @@
+"""802.1Q / 802.1ad tags carried in the frame: net/8021q/vlan_core.c."""
+
+from __future__ import annotations
+
+from . import offloads
+
+
+def vlan_gro_receive(bucket, skb, gro):
+    """vlan_gro_receive: the tag (TCI, PCP/DEI included, and the inner type) is
+    part of the flow identity (compare_vlan_header); QinQ recurses."""
+    data = skb.data
+    off = skb.off
+    if len(data) < off + 4:
+        skb.flush = skb.flush or "vlan_hdr_unreadable"
+        return None
+    inner = (data[off + 2] << 8) | data[off + 3]
+    entry = offloads.PACKET_OFFLOADS.get(inner)
+    if entry is None:
+        skb.flush = skb.flush or "vlan_no_inner_handler"
+        return None
+    skb.key += data[off:off + 4]
+    skb.off = off + 4
+    return entry[0](bucket, skb, gro)
+
+
+def vlan_gro_complete(gro, p, header, gso_type, nhoff):
+    """vlan_gro_complete: complete the encapsulated protocol after the tag."""
+    inner = (header[nhoff + 2] << 8) | header[nhoff + 3]
+    offloads.PACKET_OFFLOADS[inner][1](gro, p, header, gso_type, nhoff + 4)
