@@ -1,0 +1,181 @@
+"""grotool's command line: click and rich live here and nowhere else.
+
+Exit codes: 0 success; 1 a check found a difference; 2 usage error;
+3 unreadable, corrupt or unsupported input; 4 environment (privilege, tool).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from . import __version__
+from .errors import EXIT_BAD_INPUT, GrotoolError
+from .engine.config import DEFAULT_RSS_KEY, Settings
+from .report.flows import flow_label
+
+
+def _stderr_console() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def user_errors(fn):
+    """Turn GrotoolError (and broken pipes, ^C) into one line and an exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except GrotoolError as exc:
+            click.echo(f"grotool: error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except BrokenPipeError:
+            try:
+                sys.stdout = open(os.devnull, "w")
+            except OSError:
+                pass
+            sys.exit(1)
+        except KeyboardInterrupt:
+            click.echo("grotool: interrupted", err=True)
+            sys.exit(130)
+        except MemoryError:
+            click.echo("grotool: error: out of memory", err=True)
+            sys.exit(EXIT_BAD_INPUT)
+
+    return wrapper
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="grotool")
+def main():
+    """What would Linux 6.18 GRO do with this traffic, and why?"""
+
+
+def _write_json(doc: dict, target: str) -> None:
+    text = json.dumps(doc, indent=2, sort_keys=False) + "\n"
+    if target == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    tmp = f"{target}.grotool-tmp"
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise GrotoolError(f"{target}: cannot write JSON: {exc.strerror}") from None
+
+
+def _parse_rss_key(_ctx, _param, value):
+    if value is None:
+        return DEFAULT_RSS_KEY
+    try:
+        key = bytes.fromhex(value.replace(":", "").replace("-", ""))
+    except ValueError:
+        raise click.BadParameter("expected hex bytes, e.g. 6d:5a:56:...") from None
+    if len(key) < 16:
+        raise click.BadParameter("an RSS key has at least 16 bytes (usually 40)")
+    return key
+
+
+def _render_replay(result, console: Console, top: int) -> None:
+    doc = result.document
+    totals = doc["totals"]
+    table = Table(title="GRO per flow", show_lines=False, header_style="bold")
+    table.add_column("flow", overflow="fold")
+    table.add_column("in", justify="right")
+    table.add_column("out", justify="right")
+    table.add_column("super", justify="right")
+    table.add_column("avg segs", justify="right")
+    table.add_column("max", justify="right")
+    table.add_column("top flush reasons", overflow="fold")
+    flows = result.collector.sorted_flows()
+    for fs in flows[:top]:
+        reasons = ", ".join(f"{r} {n}" for r, n in fs.reasons.most_common(3))
+        avg = fs.packets_in / fs.packets_out if fs.packets_out else 0
+        table.add_row(flow_label(fs.flow), str(fs.packets_in), str(fs.packets_out), str(fs.super_packets),
+                      f"{avg:.2f}", str(fs.max_segs), reasons)
+    if len(flows) > top:
+        table.caption = f"{len(flows) - top} more flows not shown (--top, or --json for all)"
+    console.print(table)
+    ratio = totals["coalescing_ratio"]
+    console.print(
+        f"[bold]total[/bold]: {totals['packets_in']} packets in, {totals['packets_out']} out, "
+        f"{totals['super_packets']} super-packets, coalescing ratio {ratio:.2f}, "
+        f"{totals['flows']} flows, {totals['polls']} polls"
+    )
+    hist = ", ".join(f"{r} {n}" for r, n in totals["flush_reasons"].items())
+    console.print(f"[bold]reasons[/bold]: {hist}")
+
+
+@main.command()
+@click.argument("input_path", metavar="INPUT", type=str)
+@click.argument("output_path", metavar="OUTPUT", type=str, required=False)
+@click.option("--device", type=click.Choice(["nic", "veth"]), default="nic", show_default=True,
+              help="nic: RSS NIC driven by capture timestamps; veth: the kernel oracle's conditions.")
+@click.option("--budget", type=click.IntRange(1, 65536), default=64, show_default=True,
+              help="NAPI weight: frames per poll.")
+@click.option("--csum", type=click.Choice(["auto", "verify", "trust"]), default="auto", show_default=True,
+              help="Input TCP checksums: verify all, trust all, or auto (a field holding the pseudo-header "
+                   "seed counts as offloaded).")
+@click.option("--l4-csum", type=click.Choice(["partial", "full"]), default="partial", show_default=True,
+              help="Output TCP checksum of super-packets: the kernel's pseudo-header seed, or a full valid one.")
+@click.option("--gro/--no-gro", default=True, show_default=True, help="ethtool generic-receive-offload.")
+@click.option("--gro-max-size", type=click.IntRange(0, 524280), default=65536, show_default=True,
+              help="ip link gro_max_size (IPv6; above 65536 is BIG TCP).")
+@click.option("--gro-ipv4-max-size", type=click.IntRange(0, 524280), default=65536, show_default=True,
+              help="ip link gro_ipv4_max_size.")
+@click.option("--max-skb-frags", type=click.IntRange(1, 45), default=17, show_default=True,
+              help="CONFIG_MAX_SKB_FRAGS (skb layout only).")
+@click.option("--gro-normal-batch", type=click.IntRange(1, 1 << 20), default=8, show_default=True,
+              help="net.core.gro_normal_batch (segments per delivery batch).")
+@click.option("--hz", type=click.Choice(["100", "250", "300", "1000"]), default="250", show_default=True,
+              help="CONFIG_HZ: jiffies for packet age and the budget-exhausted flush rule.")
+@click.option("--rx-queues", type=click.IntRange(1, 1024), default=1, show_default=True,
+              help="nic: RX queues (NAPI instances), chosen by RSS hash.")
+@click.option("--rss-key", callback=_parse_rss_key, default=None,
+              help="nic: Toeplitz key in hex (default: the common 40-byte key).")
+@click.option("--rx-usecs", type=click.IntRange(0, 1_000_000), default=8, show_default=True,
+              help="nic: interrupt moderation delay (ethtool -C rx-usecs).")
+@click.option("--rx-frames", type=click.IntRange(0, 1_000_000), default=32, show_default=True,
+              help="nic: interrupt after this many frames (ethtool -C rx-frames; 0 off).")
+@click.option("--gro-flush-timeout", type=click.IntRange(0, 10**10), default=0, show_default=True,
+              help="nic: /sys/class/net/DEV/gro_flush_timeout in ns.")
+@click.option("--napi-defer-hard-irqs", type=click.IntRange(0, 1 << 31), default=0, show_default=True,
+              help="nic: /sys/class/net/DEV/napi_defer_hard_irqs.")
+@click.option("--json", "json_path", metavar="FILE", default=None, help="Write the statistics document ('-': stdout).")
+@click.option("--top", type=click.IntRange(0, 1 << 30), default=20, show_default=True, help="Flows shown in the table.")
+@click.option("--quiet", "-q", is_flag=True, help="No table.")
+@user_errors
+def replay(input_path, output_path, device, budget, csum, l4_csum, gro, gro_max_size, gro_ipv4_max_size,
+           max_skb_frags, gro_normal_batch, hz, rx_queues, rss_key, rx_usecs, rx_frames, gro_flush_timeout,
+           napi_defer_hard_irqs, json_path, top, quiet):
+    """Replay INPUT (pcap/pcapng, gzip ok, '-' for stdin) through simulated GRO;
+    write what Linux would deliver to OUTPUT (pcap, '-' for stdout)."""
+    from .replay import replay as run_replay
+
+    settings = Settings(device=device, budget=budget, csum=csum, l4_csum=l4_csum, gro=gro,
+                        gro_max_size=gro_max_size, gro_ipv4_max_size=gro_ipv4_max_size,
+                        max_skb_frags=max_skb_frags, gro_normal_batch=gro_normal_batch, hz=int(hz),
+                        rx_queues=rx_queues, rss_key=rss_key, rx_usecs=rx_usecs, rx_frames=rx_frames,
+                        gro_flush_timeout=gro_flush_timeout, napi_defer_hard_irqs=napi_defer_hard_irqs)
+    if output_path == "-" and json_path == "-":
+        raise click.UsageError("OUTPUT and --json cannot both be standard output")
+    result = run_replay(input_path, output_path, settings)
+    console = _stderr_console() if (output_path == "-" or json_path == "-") else Console(highlight=False)
+    st = result.engine_stats
+    if st.csum_offloaded or st.csum_bad:
+        _stderr_console().print(
+            f"grotool: warning: {st.csum_offloaded} TCP checksums taken as offloaded (field held the "
+            f"pseudo-header seed), {st.csum_bad} bad (sent up alone), {st.csum_verified} verified"
+        )
+    if json_path:
+        _write_json(result.document, json_path)
+    if not quiet:
+        _render_replay(result, console, top)

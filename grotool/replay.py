@@ -1,0 +1,83 @@
+"""The replay job: capture in -> engine -> capture out + statistics.
+
+Glue between grotool.io, grotool.engine and grotool.report; no printing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from .engine import Engine, Settings
+from .errors import InputError
+from .io.capture import CaptureReader, PcapWriter
+from .report.stats import StatsCollector
+
+
+@dataclass
+class ReplayResult:
+    document: dict
+    collector: StatsCollector
+    engine_stats: object
+    frames: int
+
+
+def output_snaplen(settings: Settings) -> int:
+    """Large enough for the largest super-packet the settings allow."""
+    return max(262144, max(settings.gro_max_size, settings.gro_ipv4_max_size) + 512)
+
+
+def replay(input_path: str, output_path: Optional[str], settings: Settings) -> ReplayResult:
+    with CaptureReader(input_path) as reader:
+        linktype = reader.linktype if reader.linktype is not None else 1
+        engine = Engine(linktype, settings)
+        collector = StatsCollector(linktype)
+        writer = PcapWriter(output_path, linktype, output_snaplen(settings)) if output_path else None
+        add = collector.add
+        fcs = reader.fcs_len
+        first_ts = last_ts = None
+        try:
+            feed = engine.feed
+            write = writer.write if writer else None
+            for ts, data, wirelen in reader:
+                if fcs and len(data) >= fcs and wirelen >= len(data):
+                    # the kernel never sees the FCS: strip it before GRO
+                    data = data[:-fcs]
+                    wirelen -= fcs
+                if first_ts is None:
+                    first_ts = ts
+                last_ts = ts
+                out = feed(ts, data, wirelen)
+                if out:
+                    for d in out:
+                        add(d)
+                        if write:
+                            write(d.ts, d.data)
+            for d in engine.finish():
+                add(d)
+                if write:
+                    write(d.ts, d.data)
+        except BaseException:
+            if writer:
+                writer.abort()
+            raise
+        if writer:
+            writer.close()
+        frames = engine.stats.frames
+        if collector.packets_in != frames:
+            raise RuntimeError(f"accounting error: {frames} frames in, {collector.packets_in} accounted for")
+        st = engine.stats
+        input_info = {
+            "path": input_path,
+            "format": reader.format,
+            "linktype": linktype,
+            "nanosecond": reader.nanosecond if reader.format == "pcap" else True,
+            "packets": frames,
+            "first_ts_ns": first_ts,
+            "last_ts_ns": last_ts,
+        }
+        checks = {"tcp_offloaded": st.csum_offloaded, "tcp_verified": st.csum_verified,
+                  "tcp_bad": st.csum_bad, "ip_header_bad": st.ip_csum_bad}
+        doc = collector.document(input_info, settings.as_dict(), checks)
+        doc["totals"]["polls"] = st.polls
+        return ReplayResult(doc, collector, st, frames)

@@ -1,0 +1,95 @@
+"""Per-flow and total statistics from the engine's deliveries, and the
+versioned JSON document (schema grotool.stats/1, documented in docs/json.md)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Dict, List, Optional
+
+from .flows import FlowNamer, FlowTuple, flow_json
+
+SCHEMA = "grotool.stats/1"
+
+
+class FlowStats:
+    __slots__ = ("flow", "packets_in", "packets_out", "super_packets", "max_segs", "reasons", "bytes_out")
+
+    def __init__(self, flow: FlowTuple):
+        self.flow = flow
+        self.packets_in = 0
+        self.packets_out = 0
+        self.super_packets = 0
+        self.max_segs = 0
+        self.reasons: Counter = Counter()
+        self.bytes_out = 0
+
+    def to_json(self) -> dict:
+        return {
+            "flow": flow_json(self.flow),
+            "packets_in": self.packets_in,
+            "packets_out": self.packets_out,
+            "super_packets": self.super_packets,
+            "max_segs": self.max_segs,
+            "avg_segs": round(self.packets_in / self.packets_out, 3) if self.packets_out else 0.0,
+            "bytes_out": self.bytes_out,
+            "flush_reasons": dict(self.reasons.most_common()),
+        }
+
+
+class StatsCollector:
+    """Feed it every Delivery in order; it never keeps the packets themselves."""
+
+    def __init__(self, linktype: int):
+        self.namer = FlowNamer(linktype)
+        self.flows: Dict[FlowTuple, FlowStats] = {}
+        self.reasons: Counter = Counter()
+        self.packets_in = 0
+        self.packets_out = 0
+        self.super_packets = 0
+        self.max_segs = 0
+
+    def add(self, delivery) -> None:
+        flow = self.namer(delivery.key, delivery.data)
+        fs = self.flows.get(flow)
+        if fs is None:
+            fs = self.flows[flow] = FlowStats(flow)
+        segs = delivery.segs
+        fs.packets_in += segs
+        fs.packets_out += 1
+        fs.bytes_out += len(delivery.data)
+        fs.reasons[delivery.reason] += 1
+        if segs > fs.max_segs:
+            fs.max_segs = segs
+        self.packets_in += segs
+        self.packets_out += 1
+        if segs > 1:
+            fs.super_packets += 1
+            self.super_packets += 1
+        if segs > self.max_segs:
+            self.max_segs = segs
+        self.reasons[delivery.reason] += 1
+
+    def sorted_flows(self) -> List[FlowStats]:
+        return sorted(self.flows.values(), key=lambda f: (-f.packets_in, f.flow[0], f.flow[1], f.flow[2],
+                                                          f.flow[3] or 0, f.flow[4] or 0, f.flow[5]))
+
+    def document(self, input_info: dict, settings: dict, engine_stats: Optional[dict] = None) -> dict:
+        totals = {
+            "packets_in": self.packets_in,
+            "packets_out": self.packets_out,
+            "super_packets": self.super_packets,
+            "segments_coalesced": self.packets_in - self.packets_out,
+            "coalescing_ratio": round(self.packets_in / self.packets_out, 4) if self.packets_out else 0.0,
+            "max_segs": self.max_segs,
+            "flows": len(self.flows),
+            "flush_reasons": dict(self.reasons.most_common()),
+        }
+        if engine_stats is not None:
+            totals["checksums"] = engine_stats
+        return {
+            "schema": SCHEMA,
+            "input": input_info,
+            "settings": settings,
+            "totals": totals,
+            "flows": [f.to_json() for f in self.sorted_flows()],
+        }
