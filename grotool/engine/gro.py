@@ -151,7 +151,8 @@ class GroNode:
 
     def normal(self, skb: Skb, reason: str) -> None:
         """GRO_NORMAL: the received frame goes up alone and unchanged."""
-        self.normal_one(Delivery(skb.ts, skb.data, 1, reason, (skb.index,), skb.key,
+        # the key is a full flow identity only once TCP has added the ports
+        self.normal_one(Delivery(skb.ts, skb.data, 1, reason, (skb.index,), skb.key if skb.l4_off else b"",
                                  0, (), 0, 1, 0, self.queue, self.poll))
 
     def normal_one(self, delivery: Delivery) -> None:
