@@ -179,3 +179,23 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, gro_max_
         _write_json(result.document, json_path)
     if not quiet:
         _render_replay(result, console, top)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="As JSON.")
+def reasons(as_json):
+    """List the flush-reason vocabulary."""
+    from .engine.reasons import REASONS
+
+    if as_json:
+        click.echo(json.dumps({k: {"effect": e, "kernel": f, "meaning": d} for k, (e, f, d) in REASONS.items()},
+                              indent=2))
+        return
+    table = Table(header_style="bold")
+    table.add_column("reason")
+    table.add_column("effect")
+    table.add_column("kernel function")
+    table.add_column("meaning", overflow="fold")
+    for name, (eff, fn, desc) in REASONS.items():
+        table.add_row(name, eff, fn, desc)
+    Console(highlight=False).print(table)
