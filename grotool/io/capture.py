@@ -82,6 +82,19 @@ class _PeekStream:
             return out
         return self.raw.read(n)
 
+    def readinto(self, target) -> int:
+        if self.head:
+            n = min(len(self.head), len(target))
+            target[:n] = self.head[:n]
+            self.head = self.head[n:]
+            return n
+        reader = getattr(self.raw, "readinto", None)
+        if reader is not None:
+            return reader(target) or 0
+        data = self.raw.read(len(target))
+        target[:len(data)] = data
+        return len(data)
+
     def readable(self) -> bool:
         return True
 
@@ -192,41 +205,80 @@ class CaptureReader:
         self._pos += 24
 
     def _pcap_records(self) -> Iterator[Record]:
+        """Records from a reusable buffer filled with readinto: no per-chunk
+        allocation, one copy per record."""
         unpack = struct.Struct(self._endian + "IIII").unpack_from
         mult = 1 if self.nanosecond else 1000
-        frac_limit = 1_000_000_000 if self.nanosecond else 1_000_000
         name = self.name
-        max_caplen = max(self.snaplen, 262144) if self.snaplen else 1 << 24
-        max_caplen = max(max_caplen, 1 << 20)
+        max_caplen = max(self.snaplen, 1 << 20)
         index = 0
+        stream = self._stream
+        offset = self._base + self._pos          # file offset of buf[0]
+        size = CHUNK
+        buf = bytearray(size)
+        first = self._buf[self._pos:]
+        buf[:len(first)] = first
+        end = len(first)
+        self._buf = b""
+        self._pos = 0
+        mv = memoryview(buf)
+        pos = 0
+        eof = False
         while True:
-            if len(self._buf) - self._pos < 16 and not self._fill(16):
-                rest = len(self._buf) - self._pos
-                if rest:
+            if end - pos < 16 and not eof:
+                rest = end - pos
+                offset += pos
+                mv[:rest] = mv[pos:end]
+                pos, end = 0, rest
+                while end < size and not eof:
+                    n = stream.readinto(mv[end:])
+                    if not n:
+                        eof = True
+                    else:
+                        end += n
+            if end - pos < 16:
+                if end - pos:
                     raise InputError(
-                        f"{name}: record {index + 1} header cut short at byte offset {self.offset()} "
-                        f"({rest} of 16 bytes)"
+                        f"{name}: record {index + 1} header cut short at byte offset {offset + pos} "
+                        f"({end - pos} of 16 bytes)"
                     )
                 return
-            sec, frac, caplen, wirelen = unpack(self._buf, self._pos)
-            if caplen > max_caplen or frac >= frac_limit and frac >= 1_000_000_000:
+            sec, frac, caplen, wirelen = unpack(mv, pos)
+            if caplen > max_caplen or frac >= 1_000_000_000:
                 raise InputError(
-                    f"{name}: record {index + 1} at byte offset {self.offset()} is corrupt "
+                    f"{name}: record {index + 1} at byte offset {offset + pos} is corrupt "
                     f"(caplen {caplen}, fraction {frac})"
                 )
-            start = self._pos + 16
-            if len(self._buf) - start < caplen:
-                if not self._fill(16 + caplen):
-                    raise InputError(
-                        f"{name}: record {index + 1} at byte offset {self.offset()} cut short "
-                        f"(caplen {caplen}, file ends after {len(self._buf) - self._pos - 16} bytes)"
-                    )
-                start = self._pos + 16
-            data = self._buf[start:start + caplen]
-            self._pos = start + caplen
+            stop = pos + 16 + caplen
+            if stop > end and not eof:
+                rest = end - pos
+                offset += pos
+                if 16 + caplen > size:
+                    size = max(size * 2, 16 + caplen)
+                    old = bytes(mv[pos:end])
+                    mv.release()
+                    buf = bytearray(size)
+                    mv = memoryview(buf)
+                    mv[:rest] = old
+                else:
+                    mv[:rest] = mv[pos:end]
+                pos, end = 0, rest
+                while end < size and not eof:
+                    n = stream.readinto(mv[end:])
+                    if not n:
+                        eof = True
+                    else:
+                        end += n
+                stop = 16 + caplen
+            if stop > end:
+                raise InputError(
+                    f"{name}: record {index + 1} at byte offset {offset + pos} cut short "
+                    f"(caplen {caplen}, file ends after {end - pos - 16} bytes)"
+                )
             index += 1
             self.records_read = index
-            yield (sec * 1_000_000_000 + frac * mult, data, wirelen)
+            yield (sec * 1_000_000_000 + frac * mult, bytes(mv[pos + 16:stop]), wirelen)
+            pos = stop
 
     # -- pcapng ----------------------------------------------------------------
     def _prime_pcapng(self):
@@ -350,6 +402,11 @@ class CaptureReader:
 
     # -- public ----------------------------------------------------------------
     def __iter__(self) -> Iterator[Record]:
+        if self.format == "pcap":
+            return self._iter
+        return self._iter_pcapng()
+
+    def _iter_pcapng(self) -> Iterator[Record]:
         if self._first is not None:
             first, self._first = self._first, None
             yield first
