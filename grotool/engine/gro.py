@@ -91,6 +91,11 @@ class GroNode:
         skb.gso_size = skb.payload_len               # dev_gro_receive: gso_size = skb_gro_len
         skb.chunks = []
         skb.indices = [skb.index]
+        skb.length = len(skb.data) - skb.l2_len   # p->len: from the network header
+        skb.ip_fixedid = 0
+        skb.flag_or = 0
+        skb.frags = 1
+        skb.frag_list = 0
         bucket.held.append(skb)
         bucket.by_key[skb.key] = skb
         self.held_count += 1

@@ -96,11 +96,13 @@ class NicDevice:
         self.rx_frames = settings.rx_frames
         self.budget = settings.budget
         self.hz = settings.hz
+        self.next_at: Optional[int] = None     # earliest pending IRQ or timer, any queue
 
     # -- arrival ------------------------------------------------------------------
     def feed(self, skb: Skb) -> None:
         ts = skb.ts if skb.ts > self.now else self.now      # clamp a clock going backwards
-        self._run_until(ts, inclusive=False)
+        if self.next_at is not None and self.next_at < ts:
+            self._run_until(ts, inclusive=False)
         self.now = ts
         tup = hash_input(skb.data, skb.l2_len, skb.protocol)
         skb.hash = self.toeplitz.hash(tup) if tup else 0
@@ -111,7 +113,10 @@ class NicDevice:
                 q.irq_at = ts + self.rx_usecs_ns
             if self.rx_usecs_ns == 0 or (self.rx_frames and len(q.ring) >= self.rx_frames):
                 q.irq_at = ts
-        self._run_until(ts, inclusive=True)
+            if self.next_at is None or q.irq_at < self.next_at:
+                self.next_at = q.irq_at
+        if self.next_at is not None and self.next_at <= ts:
+            self._run_until(ts, inclusive=True)
 
     def finish(self) -> None:
         self._run_until(None, inclusive=True)
@@ -122,9 +127,11 @@ class NicDevice:
     def _next_event(self):
         best = None
         for q in self.queues:
-            for at, kind in ((q.irq_at, "irq"), (q.timer_at, "timer")):
-                if at is not None and (best is None or at < best[0]):
-                    best = (at, kind, q)
+            if q.irq_at is not None and (best is None or q.irq_at < best[0]):
+                best = (q.irq_at, "irq", q)
+            if q.timer_at is not None and (best is None or q.timer_at < best[0]):
+                best = (q.timer_at, "timer", q)
+        self.next_at = best[0] if best else None
         return best
 
     def _run_until(self, limit: Optional[int], inclusive: bool) -> None:

@@ -25,7 +25,6 @@ class Skb:
         "proto",         # innermost L4 protocol number recorded by the IP layer
         "key",           # same-flow identity: the header bytes every layer compares
         "count",         # segments (1 for a received frame)
-        "csum_cnt",      # CHECKSUM_UNNECESSARY levels left (napi_gro_cb.csum_cnt)
         "network_offsets",  # [outer, inner] L3 header offsets (from the frame start)
         "encap_mark",
         "l4_off",        # transport header offset
@@ -39,12 +38,12 @@ class Skb:
         "chunks",        # payload pieces of merged segments, in order
         "indices",       # capture indices of the merged frames
         "flag_or",       # TCP FIN|PSH bits gathered from merged segments
-        "l4_csum_sum",   # ones'-complement payload sums of merged segments (full checksum output), or None
         "frags",         # page fragments in the last skb of the chain (layout model)
         "frag_list",     # skbs chained on frag_list (layout model)
     )
 
     def __init__(self, data: bytes, ts: int, index: int, l2_len: int, hash_: int = 0):
+        # only the incoming-packet fields; hold() adds the aggregate ones
         self.data = data
         self.ts = ts
         self.index = index
@@ -56,22 +55,10 @@ class Skb:
         self.proto = 0
         self.key = b""
         self.count = 1
-        self.csum_cnt = 0
         self.network_offsets = [l2_len, l2_len]
         self.encap_mark = 0
         self.l4_off = 0
         self.same_flow = False
-        self.ip_fixedid = 0
-        self.length = len(data) - l2_len
-        self.payload_len = 0
-        self.gso_size = 0
-        self.age = 0
-        self.chunks = None
-        self.indices = None
-        self.flag_or = 0
-        self.l4_csum_sum = None
-        self.frags = 1
-        self.frag_list = 0
 
     def gro_len(self) -> int:
         """skb_gro_len: bytes after the headers consumed so far."""
