@@ -53,6 +53,7 @@ class GroNode:
         self.poll = 0
         self._deliver = deliver
         self._batch = settings.gro_normal_batch
+        self.verify_l4 = settings.csum != "trust"
 
     # -- dev_gro_receive --------------------------------------------------------
     def receive(self, skb: Skb) -> None:
@@ -62,11 +63,11 @@ class GroNode:
             self.normal(skb, "gro_disabled")
             return
         bucket = self.buckets[skb.hash & (GRO_HASH_BUCKETS - 1)]
-        handler = offloads.packet_offload(skb)
-        if handler is None:
+        entry = offloads.PACKET_OFFLOADS.get(skb.protocol)   # the first packet_offload for skb->protocol
+        if entry is None:
             self.normal(skb, skb.flush or "no_l2_handler")
             return
-        pp = handler(bucket, skb, self)
+        pp = entry[0](bucket, skb, self)
         if pp is not None:
             bucket.remove(pp)
             self.held_count -= 1

@@ -9,19 +9,13 @@ gso_type, nhoff)`` patches the rebuilt header in place.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, Tuple
 
 # ethertype -> (gro_receive, gro_complete)
 PACKET_OFFLOADS: Dict[int, Tuple[Callable, Callable]] = {}
 # IP protocol -> (gro_receive, gro_complete), per family
 INET_OFFLOADS: Dict[int, Tuple[Callable, Callable]] = {}
 INET6_OFFLOADS: Dict[int, Tuple[Callable, Callable]] = {}
-
-
-def packet_offload(skb) -> Optional[Callable]:
-    """dev_gro_receive: the first packet_offload for skb->protocol with a gro_receive."""
-    entry = PACKET_OFFLOADS.get(skb.protocol)
-    return entry[0] if entry else None
 
 
 def complete_chain(gro, p, header, gso_type) -> None:

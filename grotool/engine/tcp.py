@@ -26,12 +26,12 @@ _FINAL_FLAGS = TCP_FLAG_URG | TCP_FLAG_PSH | TCP_FLAG_RST | TCP_FLAG_SYN | TCP_F
 
 
 # -- checksum validation (skb_gro_checksum_validate) ----------------------------
+# Under --csum trust every frame is CHECKSUM_UNNECESSARY (csum_cnt > 0), so
+# tcp4/6_gro_receive skip validation (gro.verify_l4 is False).
 def _validate(gro, skb, pseudo_sum: int, field_at: int) -> bool:
     """True when the TCP checksum is acceptable under the --csum mode."""
     mode = gro.settings.csum
     stats = gro.stats
-    if mode == "trust":
-        return True                       # CHECKSUM_UNNECESSARY from the NIC
     data = skb.data
     if mode == "auto":
         field = (data[field_at] << 8) | data[field_at + 1]
@@ -62,7 +62,7 @@ def _pull_header(skb):
 
 def tcp4_gro_receive(bucket, skb, gro):
     data = skb.data
-    if skb.flush is None:
+    if skb.flush is None and gro.verify_l4:
         # a packet that will be flushed anyway is not verified
         nh = skb.network_offsets[skb.encap_mark]
         pseudo = csum.pseudo4(data[nh + 12:nh + 16], data[nh + 16:nh + 20], 6, len(data) - skb.off)
@@ -78,7 +78,7 @@ def tcp4_gro_receive(bucket, skb, gro):
 
 def tcp6_gro_receive(bucket, skb, gro):
     data = skb.data
-    if skb.flush is None:
+    if skb.flush is None and gro.verify_l4:
         nh = skb.network_offsets[skb.encap_mark]
         pseudo = csum.pseudo6(data[nh + 8:nh + 24], data[nh + 24:nh + 40], 6, len(data) - skb.off)
         if not _validate(gro, skb, pseudo, skb.off + 16):
