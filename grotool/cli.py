@@ -150,12 +150,14 @@ def _render_replay(result, console: Console, top: int) -> None:
 @click.option("--napi-defer-hard-irqs", type=click.IntRange(0, 1 << 31), default=0, show_default=True,
               help="nic: /sys/class/net/DEV/napi_defer_hard_irqs.")
 @click.option("--json", "json_path", metavar="FILE", default=None, help="Write the statistics document ('-': stdout).")
+@click.option("--packets", "packets_path", metavar="FILE", default=None,
+              help="Write one JSON line per delivered packet: segments, gso_size, reason, input frames covered.")
 @click.option("--top", type=click.IntRange(0, 1 << 30), default=20, show_default=True, help="Flows shown in the table.")
 @click.option("--quiet", "-q", is_flag=True, help="No table.")
 @user_errors
 def replay(input_path, output_path, device, budget, csum, l4_csum, gro, gro_max_size, gro_ipv4_max_size,
            max_skb_frags, gro_normal_batch, hz, rx_queues, rss_key, rx_usecs, rx_frames, gro_flush_timeout,
-           napi_defer_hard_irqs, json_path, top, quiet):
+           napi_defer_hard_irqs, json_path, packets_path, top, quiet):
     """Replay INPUT (pcap/pcapng, gzip ok, '-' for stdin) through simulated GRO;
     write what Linux would deliver to OUTPUT (pcap, '-' for stdout)."""
     from .replay import replay as run_replay
@@ -167,7 +169,7 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, gro_max_
                         gro_flush_timeout=gro_flush_timeout, napi_defer_hard_irqs=napi_defer_hard_irqs)
     if output_path == "-" and json_path == "-":
         raise click.UsageError("OUTPUT and --json cannot both be standard output")
-    result = run_replay(input_path, output_path, settings)
+    result = run_replay(input_path, output_path, settings, packets_path)
     console = _stderr_console() if (output_path == "-" or json_path == "-") else Console(highlight=False)
     st = result.engine_stats
     if st.csum_offloaded or st.csum_bad:

@@ -27,13 +27,63 @@ def output_snaplen(settings: Settings) -> int:
     return max(262144, max(settings.gro_max_size, settings.gro_ipv4_max_size) + 512)
 
 
-def replay(input_path: str, output_path: Optional[str], settings: Settings) -> ReplayResult:
+class PacketLog:
+    """--packets FILE: one JSON object per delivered packet (JSON Lines), for
+    debugging single flush decisions and for `grotool compare` sidecars."""
+
+    def __init__(self, path: str, namer):
+        import json
+
+        self._dumps = json.dumps
+        self._namer = namer
+        self._tmp = f"{path}.grotool-tmp"
+        self._path = path
+        try:
+            self._f = open(self._tmp, "w")
+        except OSError as exc:
+            raise InputError(f"{path}: cannot write: {exc.strerror}") from None
+        self._n = 0
+
+    def add(self, d) -> None:
+        from .report.flows import flow_label
+
+        self._f.write(self._dumps({
+            "index": self._n, "ts_ns": d.ts, "len": len(d.data), "segs": d.segs, "gso_size": d.gso_size,
+            "gso_type": list(d.gso_type), "reason": d.reason, "covers": list(d.indices),
+            "flow": flow_label(self._namer(d.key, d.data)), "queue": d.queue, "poll": d.poll,
+        }) + "\n")
+        self._n += 1
+
+    def close(self) -> None:
+        import os
+
+        self._f.close()
+        os.replace(self._tmp, self._path)
+
+    def abort(self) -> None:
+        import os
+
+        self._f.close()
+        try:
+            os.unlink(self._tmp)
+        except OSError:
+            pass
+
+
+def replay(input_path: str, output_path: Optional[str], settings: Settings,
+           packets_path: Optional[str] = None) -> ReplayResult:
     with CaptureReader(input_path) as reader:
         linktype = reader.linktype if reader.linktype is not None else 1
         engine = Engine(linktype, settings)
         collector = StatsCollector(linktype)
         writer = PcapWriter(output_path, linktype, output_snaplen(settings)) if output_path else None
-        add = collector.add
+        log = PacketLog(packets_path, collector.namer) if packets_path else None
+        if log is not None:
+            def add(d, _stats=collector.add, _log=log.add):
+                _stats(d)
+                _log(d)
+        else:
+            add = collector.add
         fcs = reader.fcs_len
         first_ts = last_ts = None
         try:
@@ -60,9 +110,13 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings) -> R
         except BaseException:
             if writer:
                 writer.abort()
+            if log:
+                log.abort()
             raise
         if writer:
             writer.close()
+        if log:
+            log.close()
         frames = engine.stats.frames
         if collector.packets_in != frames:
             raise RuntimeError(f"accounting error: {frames} frames in, {collector.packets_in} accounted for")
