@@ -173,9 +173,10 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, gro_max_
     console = _stderr_console() if (output_path == "-" or json_path == "-") else Console(highlight=False)
     st = result.engine_stats
     if st.csum_offloaded or st.csum_bad:
-        _stderr_console().print(
+        click.echo(
             f"grotool: warning: {st.csum_offloaded} TCP checksums taken as offloaded (field held the "
-            f"pseudo-header seed), {st.csum_bad} bad (sent up alone), {st.csum_verified} verified"
+            f"pseudo-header seed), {st.csum_bad} bad (sent up alone), {st.csum_verified} verified",
+            err=True,
         )
     if json_path:
         _write_json(result.document, json_path)
