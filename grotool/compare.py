@@ -257,7 +257,7 @@ def sidecar_candidates(path: str) -> List[str]:
     base = path[:-3] if path.endswith(".gz") else path
     stem, _ = os.path.splitext(base)
     out = []
-    for cand in (stem + ".json", base + ".json", path + ".json"):
+    for cand in (stem + ".json", base + ".json", path + ".json", stem + ".jsonl"):
         if cand not in out and cand != path:
             out.append(cand)
     return out
@@ -275,11 +275,17 @@ def load_sidecar(path: str) -> list:
     """The per-record list of a sidecar; InputError when it has none."""
     try:
         with open(path) as f:
-            doc = json.load(f)
+            text = f.read()
     except OSError as exc:
         raise InputError(f"{path}: cannot open sidecar: {exc.strerror}") from None
+    try:
+        doc = json.loads(text)
     except ValueError as exc:
-        raise InputError(f"{path}: sidecar is not valid JSON: {exc}") from None
+        # JSON Lines, as `grotool replay --packets FILE` writes: one object per packet
+        try:
+            doc = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except ValueError:
+            raise InputError(f"{path}: sidecar is not valid JSON: {exc}") from None
     packets = _sidecar_packets(doc)
     if packets is None:
         schema = doc.get("schema") if isinstance(doc, dict) else None
