@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import __version__
-from .errors import EXIT_BAD_INPUT, GrotoolError
+from .errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, GrotoolError
 from .engine.config import DEFAULT_RSS_KEY, Settings
 from .report.flows import flow_label
 
@@ -231,3 +231,41 @@ def compare(path_a, path_b, require_order, sidecar_a, sidecar_b, no_sidecar, jso
         console = _stderr_console() if json_path == "-" else Console(highlight=False)
         render_compare(result, console, max_flows=max_flows)
     sys.exit(0 if result.identical else 1)
+
+
+@main.command()
+@click.argument("input_path", metavar="INPUT")
+@click.argument("output_path", metavar="OUTPUT", required=False)
+@click.option("--json", "json_path", metavar="FILE", default=None,
+              help="Sidecar: per packet gso_type/gso_size/gso_segs and the input frames it covers; batches; drops.")
+@click.option("--csum", type=click.Choice(["auto", "fix", "trust", "verify"]), default="auto", show_default=True,
+              help="auto: frames whose L4 checksum holds the pseudo-header seed are injected as CHECKSUM_PARTIAL "
+                   "(as replay's auto takes them as offloaded), others as they are; fix: recompute every "
+                   "checksum; trust: every TCP/UDP frame as CHECKSUM_PARTIAL; verify: as they are.")
+@click.option("--udp-gro", type=click.Choice(["off", "forward", "fraglist"]), default="off", show_default=True,
+              help="rx-udp-gro-forwarding / rx-gro-list on the receiving veth.")
+@click.option("--batch", type=click.IntRange(1, 64), default=64, show_default=True,
+              help="Frames per NAPI poll (at most the budget, 64).")
+@click.option("--max-seconds", type=click.FloatRange(1, 86400), default=300, show_default=True,
+              help="Bound on the whole run.")
+@click.option("--quiet", "-q", is_flag=True)
+@user_errors
+def kernel(input_path, output_path, json_path, csum, udp_gro, batch, max_seconds, quiet):
+    """Replay INPUT through the real kernel's GRO (veth in a private network
+    namespace; root) and write what it delivered to OUTPUT."""
+    from .oracle import run_kernel_replay
+
+    run = run_kernel_replay(input_path, output_path, json_path, csum=csum, udp_gro=udp_gro, batch=batch,
+                            max_seconds=max_seconds)
+    err = _stderr_console()
+    for w in run.warnings:
+        click.echo(f"grotool: warning: {w}", err=True)
+    if not quiet:
+        frames = sum(b.frames for b in run.batches)
+        supers = sum(1 for p in run.packets if p.segs > 1)
+        err.print(f"kernel {run.settings.get('kernel')}: {frames} frames in, {len(run.packets)} packets out, "
+                  f"{supers} super-packets, {len(run.batches)} polls, drops {run.drops}")
+    if not run.reliable:
+        click.echo("grotool: error: the kernel run was unreliable (drops or unaccounted segments); see warnings",
+                   err=True)
+        sys.exit(EXIT_ENVIRONMENT)
