@@ -127,6 +127,8 @@ def _render_replay(result, console: Console, top: int) -> None:
 @click.option("--l4-csum", type=click.Choice(["partial", "full"]), default="partial", show_default=True,
               help="Output TCP checksum of super-packets: the kernel's pseudo-header seed, or a full valid one.")
 @click.option("--gro/--no-gro", default=True, show_default=True, help="ethtool generic-receive-offload.")
+@click.option("--vlan-gro/--no-vlan-gro", default=True, show_default=True,
+              help="Kernel built with CONFIG_VLAN_8021Q (802.1Q/802.1ad GRO offloads); off: tagged frames never merge.")
 @click.option("--gro-max-size", type=click.IntRange(0, 524280), default=65536, show_default=True,
               help="ip link gro_max_size (IPv6; above 65536 is BIG TCP).")
 @click.option("--gro-ipv4-max-size", type=click.IntRange(0, 524280), default=65536, show_default=True,
@@ -155,14 +157,14 @@ def _render_replay(result, console: Console, top: int) -> None:
 @click.option("--top", type=click.IntRange(0, 1 << 30), default=20, show_default=True, help="Flows shown in the table.")
 @click.option("--quiet", "-q", is_flag=True, help="No table.")
 @user_errors
-def replay(input_path, output_path, device, budget, csum, l4_csum, gro, gro_max_size, gro_ipv4_max_size,
+def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro, gro_max_size, gro_ipv4_max_size,
            max_skb_frags, gro_normal_batch, hz, rx_queues, rss_key, rx_usecs, rx_frames, gro_flush_timeout,
            napi_defer_hard_irqs, json_path, packets_path, top, quiet):
     """Replay INPUT (pcap/pcapng, gzip ok, '-' for stdin) through simulated GRO;
     write what Linux would deliver to OUTPUT (pcap, '-' for stdout)."""
     from .replay import replay as run_replay
 
-    settings = Settings(device=device, budget=budget, csum=csum, l4_csum=l4_csum, gro=gro,
+    settings = Settings(device=device, budget=budget, csum=csum, l4_csum=l4_csum, gro=gro, vlan_gro=vlan_gro,
                         gro_max_size=gro_max_size, gro_ipv4_max_size=gro_ipv4_max_size,
                         max_skb_frags=max_skb_frags, gro_normal_batch=gro_normal_batch, hz=int(hz),
                         rx_queues=rx_queues, rss_key=rss_key, rx_usecs=rx_usecs, rx_frames=rx_frames,

@@ -23,6 +23,7 @@ class Settings:
     csum: str = "auto"               # verify | trust | auto (see tcp.py)
     l4_csum: str = "partial"         # output TCP checksum: partial (pseudo-header seed) | full
     gro: bool = True                 # ethtool generic-receive-offload
+    vlan_gro: bool = True            # CONFIG_VLAN_8021Q: vlan_core registers the 802.1Q/802.1ad GRO offloads
     gro_max_size: int = 65536        # ip link ... gro_max_size (IPv6)
     gro_ipv4_max_size: int = 65536   # ip link ... gro_ipv4_max_size (everything else)
     max_skb_frags: int = 17          # CONFIG_MAX_SKB_FRAGS (layout only)

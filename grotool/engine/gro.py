@@ -54,6 +54,11 @@ class GroNode:
         self._deliver = deliver
         self._batch = settings.gro_normal_batch
         self.verify_l4 = settings.csum != "trust"
+        # the packet_offload list this kernel has: without CONFIG_VLAN_8021Q no VLAN GRO
+        self.packet_offloads = dict(offloads.PACKET_OFFLOADS)
+        if not settings.vlan_gro:
+            for ethertype in offloads.VLAN_ETHERTYPES:
+                self.packet_offloads.pop(ethertype, None)
 
     # -- dev_gro_receive --------------------------------------------------------
     def receive(self, skb: Skb) -> None:
@@ -63,7 +68,7 @@ class GroNode:
             self.normal(skb, "gro_disabled")
             return
         bucket = self.buckets[skb.hash & (GRO_HASH_BUCKETS - 1)]
-        entry = offloads.PACKET_OFFLOADS.get(skb.protocol)   # the first packet_offload for skb->protocol
+        entry = self.packet_offloads.get(skb.protocol)   # the first packet_offload for skb->protocol
         if entry is None:
             self.normal(skb, skb.flush or "no_l2_handler")
             return

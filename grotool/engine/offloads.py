@@ -16,6 +16,7 @@ PACKET_OFFLOADS: Dict[int, Tuple[Callable, Callable]] = {}
 # IP protocol -> (gro_receive, gro_complete), per family
 INET_OFFLOADS: Dict[int, Tuple[Callable, Callable]] = {}
 INET6_OFFLOADS: Dict[int, Tuple[Callable, Callable]] = {}
+VLAN_ETHERTYPES = (0x8100, 0x88A8)
 
 
 def complete_chain(gro, p, header, gso_type) -> None:

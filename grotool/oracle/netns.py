@@ -27,6 +27,24 @@ RX_DEV = "grx"
 CLONE_NEWNET = 0x40000000
 
 
+def kernel_config(options=("CONFIG_VLAN_8021Q", "CONFIG_HZ", "CONFIG_MAX_SKB_FRAGS")) -> Dict[str, str]:
+    """The build options that change GRO decisions, from /proc/config.gz when the kernel exposes it."""
+    import gzip
+
+    found: Dict[str, str] = {}
+    try:
+        with gzip.open("/proc/config.gz", "rt") as f:
+            for line in f:
+                for opt in options:
+                    if line.startswith(opt + "="):
+                        found[opt] = line.strip().split("=", 1)[1]
+                    elif line.startswith(f"# {opt} is not set"):
+                        found[opt] = "n"
+    except OSError:
+        pass
+    return found
+
+
 def check_environment() -> None:
     """Raise EnvironmentProblem (exit 4) with one line naming what is missing."""
     if os.geteuid() != 0:
@@ -178,7 +196,7 @@ class VethNamespace:
     def settings(self) -> dict:
         return {"netns": self.name, "tx_dev": TX_DEV, "rx_dev": RX_DEV, "mtu": 65535,
                 "gro_flush_timeout_ns": self.flush_timeout_ns, "napi_defer_hard_irqs": self.defer_hard_irqs,
-                "udp_gro": self.udp_gro, "ingress_drop_filter": self.drop_filter}
+                "udp_gro": self.udp_gro, "ingress_drop_filter": self.drop_filter, "kernel_config": kernel_config()}
 
     # -- teardown --------------------------------------------------------------------
     def remove(self) -> None:
