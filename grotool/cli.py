@@ -188,10 +188,16 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="As JSON.")
-def reasons(as_json):
+@click.option("--markdown", is_flag=True, help="As the Markdown table of docs/reasons.md.")
+def reasons(as_json, markdown):
     """List the flush-reason vocabulary."""
     from .engine.reasons import REASONS
 
+    if markdown:
+        click.echo("| reason | effect | kernel function | meaning |\n|---|---|---|---|")
+        for name, (eff, fn, desc) in REASONS.items():
+            click.echo(f"| `{name}` | {eff} | {fn} | {desc} |")
+        return
     if as_json:
         click.echo(json.dumps({k: {"effect": e, "kernel": f, "meaning": d} for k, (e, f, d) in REASONS.items()},
                               indent=2))

@@ -47,6 +47,8 @@ def inet_gro_receive(bucket, skb, gro):
             skb.flush = "ip_reserved_flag"
     # same flow: protocol, saddr, daddr
     skb.key += data[off + 9:off + 10] + data[off + 12:off + 20]
+    if not skb.encap_mark:
+        skb.outer_family = 4
     skb.network_offsets[skb.encap_mark] = off
     skb.off = off + 20
     return entry[0](bucket, skb, gro)

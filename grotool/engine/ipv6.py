@@ -19,6 +19,8 @@ def ipv6_gro_receive(bucket, skb, gro):
     if len(data) < off + 40:
         skb.flush = skb.flush or "ipv6_hdr_unreadable"
         return None
+    if not skb.encap_mark:
+        skb.outer_family = 6
     skb.network_offsets[skb.encap_mark] = off
     pending = ((data[off + 4] << 8) | data[off + 5]) != len(data) - off - 40
     nexthdr = data[off + 6]
@@ -62,19 +64,20 @@ def ipv6_gro_flush(p, skb, offset, inner):
     return None
 
 
-def _exthdrs_end(header, nhoff) -> int:
+def _exthdrs_end(header, nhoff):
+    """(offset after the extension headers, the protocol that follows them)"""
     nexthdr = header[nhoff + 6]
     pos = nhoff + 40
     while nexthdr in EXTHDRS:
         nexthdr = header[pos]
         pos += (header[pos + 1] + 1) * 8
-    return pos
+    return pos, nexthdr
 
 
 def ipv6_gro_complete(gro, p, header, gso_type, nhoff):
     """ipv6_gro_complete: payload length, or above 65535 (BIG TCP) a Hop-by-Hop
     Jumbo Payload header inserted after the fixed header with payload_len 0."""
-    thoff = _exthdrs_end(header, nhoff)
+    thoff, l4 = _exthdrs_end(header, nhoff)
     payload = len(header) - nhoff - 40 + p.payload_len
     if payload > IPV6_MAXPLEN:
         hbh = bytes((header[nhoff + 6], 0, 0xC2, 4)) + pack("!I", payload + 8)
@@ -83,9 +86,7 @@ def ipv6_gro_complete(gro, p, header, gso_type, nhoff):
         header[nhoff + 4] = 0
         header[nhoff + 5] = 0
         thoff += 8
-        l4 = hbh[0]
     else:
         header[nhoff + 4] = payload >> 8
         header[nhoff + 5] = payload & 0xFF
-        l4 = p.proto
     offloads.INET6_OFFLOADS[l4][1](gro, p, header, gso_type, thoff)

@@ -25,7 +25,7 @@ def complete_chain(gro, p, header, gso_type) -> None:
 
 
 def _register() -> None:
-    from . import ipv4, ipv6, tcp, vlan
+    from . import ipv4, ipv6, tcp, tunnels, vlan
 
     PACKET_OFFLOADS[0x0800] = (ipv4.inet_gro_receive, ipv4.inet_gro_complete)
     PACKET_OFFLOADS[0x86DD] = (ipv6.ipv6_gro_receive, ipv6.ipv6_gro_complete)
@@ -33,6 +33,10 @@ def _register() -> None:
     PACKET_OFFLOADS[0x88A8] = (vlan.vlan_gro_receive, vlan.vlan_gro_complete)
     INET_OFFLOADS[6] = (tcp.tcp4_gro_receive, tcp.tcp4_gro_complete)
     INET6_OFFLOADS[6] = (tcp.tcp6_gro_receive, tcp.tcp6_gro_complete)
+    INET_OFFLOADS[4] = (tunnels.ipip_gro_receive, tunnels.ipip_gro_complete)              # ipip
+    INET_OFFLOADS[41] = (tunnels.sit_ip6ip6_gro_receive, tunnels.sit_ip6ip6_gro_complete)  # sit
+    INET6_OFFLOADS[4] = (tunnels.ipip_gro_receive, tunnels.ipip_gro_complete)             # ip4ip6
+    INET6_OFFLOADS[41] = (tunnels.sit_ip6ip6_gro_receive, tunnels.sit_ip6ip6_gro_complete)  # ip6ip6
 
 
 _register()

@@ -37,6 +37,8 @@ REASONS = {
     "ipv6_payload_len_mismatch": ("PS", "ipv6_gro_receive", "IPv6 payload length differs from the bytes present"),
     "ipv6_tclass_changed": ("P", "ipv6_gro_flush", "traffic class (DSCP or ECN) differs"),
     "ipv6_hoplimit_changed": ("P", "ipv6_gro_flush", "hop limit differs"),
+    # tunnels
+    "tunnel_nested": ("S", "ipip/sit/ip6ip6/ip4ip6_gro_receive", "a second tunnel layer (encap_mark already set)"),
     # TCP
     "tcp_csum_bad": ("S", "tcp4/6_gro_receive", "TCP checksum validation failed"),
     "tcp_hdr_bad": ("S", "tcp_gro_pull_header", "TCP header cut short or data offset < 5"),

@@ -27,6 +27,7 @@ class Skb:
         "count",         # segments (1 for a received frame)
         "network_offsets",  # [outer, inner] L3 header offsets (from the frame start)
         "encap_mark",
+        "outer_family",  # 4 or 6: the family of the outermost IP header
         "l4_off",        # transport header offset
         "same_flow",     # set when merged into a held packet
         "ip_fixedid",    # bit 0 outer, bit 1 inner (inet_gro_flush)
@@ -57,6 +58,7 @@ class Skb:
         self.count = 1
         self.network_offsets = [l2_len, l2_len]
         self.encap_mark = 0
+        self.outer_family = 0
         self.l4_off = 0
         self.same_flow = False
 

@@ -74,7 +74,7 @@ def tcp4_gro_receive(bucket, skb, gro):
     if not thlen:
         skb.flush = skb.flush or "tcp_hdr_bad"
         return None
-    return tcp_gro_receive(bucket, skb, gro, thlen, inet_gro_flush)
+    return tcp_gro_receive(bucket, skb, gro, thlen)
 
 
 def tcp6_gro_receive(bucket, skb, gro):
@@ -89,7 +89,7 @@ def tcp6_gro_receive(bucket, skb, gro):
     if not thlen:
         skb.flush = skb.flush or "tcp_hdr_bad"
         return None
-    return tcp_gro_receive(bucket, skb, gro, thlen, ipv6_gro_flush)
+    return tcp_gro_receive(bucket, skb, gro, thlen)
 
 
 # -- tcp_gro_receive ---------------------------------------------------------------
@@ -145,7 +145,14 @@ def _final_reason(flags: int, length: int) -> str:
     return "tcp_no_payload" if length == 0 else "tcp_short_segment"
 
 
-def tcp_gro_receive(bucket, skb, gro, thlen, network_flush):
+def network_flush(p, skb, offset, inner):
+    """__gro_receive_network_flush: a version nibble of 6 selects ipv6_gro_flush."""
+    if skb.data[offset] >> 4 == 6:
+        return ipv6_gro_flush(p, skb, offset, inner)
+    return inet_gro_flush(p, skb, offset, inner)
+
+
+def tcp_gro_receive(bucket, skb, gro, thlen):
     data = skb.data
     off = skb.off
     flags = unpack_from("!I", data, off + 12)[0]

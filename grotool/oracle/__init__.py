@@ -24,7 +24,7 @@ def _flow_json(frame: bytes) -> Optional[dict]:
     p = parse(frame)
     if p is None:
         return None
-    proto, src, dst, sport, dport, vlan = p.flow
+    proto, src, dst, sport, dport, vlan = p.flow[:6]
     mk = ipaddress.IPv4Address if len(src) == 4 else ipaddress.IPv6Address
     return {"proto": proto, "src": str(mk(src)), "dst": str(mk(dst)), "sport": sport, "dport": dport,
             "vlan": list(vlan)}

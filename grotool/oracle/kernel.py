@@ -65,10 +65,10 @@ class Parsed:
 
 
 def parse(frame: bytes) -> Optional[Parsed]:
-    """Ethernet (+VLANs) / IPv4 / IPv6 (+HBH, Routing, DstOpts) / TCP or UDP, else None."""
+    """Ethernet (+VLANs) / IPv4 / IPv6 (+HBH, Routing, DstOpts), one level of
+    IP-in-IP, then TCP or UDP; else None."""
     if len(frame) < 14:
         return None
-    off = 12
     vlans = []
     etype = (frame[12] << 8) | frame[13]
     off = 14
@@ -76,34 +76,42 @@ def parse(frame: bytes) -> Optional[Parsed]:
         vlans.append(((frame[off] << 8) | frame[off + 1]) & 0x0FFF)
         etype = (frame[off + 2] << 8) | frame[off + 3]
         off += 4
-    if etype == 0x0800 and len(frame) >= off + 20 and frame[off] >> 4 == 4:
-        ihl = (frame[off] & 0x0F) * 4
-        if struct.unpack_from("!H", frame, off + 6)[0] & 0x3FFF:
+    outer = ()
+    for _level in range(2):
+        if etype == 0x0800 and len(frame) >= off + 20 and frame[off] >> 4 == 4:
+            ihl = (frame[off] & 0x0F) * 4
+            if struct.unpack_from("!H", frame, off + 6)[0] & 0x3FFF:
+                return None
+            proto = frame[off + 9]
+            end = off + struct.unpack_from("!H", frame, off + 2)[0]
+            src, dst = frame[off + 12:off + 16], frame[off + 16:off + 20]
+            l4 = off + ihl
+            family = 4
+        elif etype == 0x86DD and len(frame) >= off + 40:
+            proto = frame[off + 6]
+            l4 = off + 40
+            end = l4 + struct.unpack_from("!H", frame, off + 4)[0]
+            src, dst = frame[off + 8:off + 24], frame[off + 24:off + 40]
+            while proto in (0, 43, 60) and len(frame) >= l4 + 8:
+                proto, l4 = frame[l4], l4 + (frame[l4 + 1] + 1) * 8
+            family = 6
+        else:
             return None
-        proto = frame[off + 9]
-        end = off + struct.unpack_from("!H", frame, off + 2)[0]
-        src, dst = frame[off + 12:off + 16], frame[off + 16:off + 20]
-        l4 = off + ihl
-        family = 4
-    elif etype == 0x86DD and len(frame) >= off + 40:
-        proto = frame[off + 6]
-        l4 = off + 40
-        end = l4 + struct.unpack_from("!H", frame, off + 4)[0]
-        src, dst = frame[off + 8:off + 24], frame[off + 24:off + 40]
-        while proto in (0, 43, 60) and len(frame) >= l4 + 8:
-            proto, l4 = frame[l4], l4 + (frame[l4 + 1] + 1) * 8
-        family = 6
-    else:
-        return None
+        if proto in (4, 41) and not outer:
+            outer = (src, dst)
+            etype = 0x0800 if proto == 4 else 0x86DD
+            off = l4
+            continue
+        break
     end = min(end, len(frame))
     if proto == 6 and len(frame) >= l4 + 20:
         sport, dport, seq = struct.unpack_from("!HHI", frame, l4)
         thlen = (frame[l4 + 12] >> 4) * 4
-        flow = ("tcp", src, dst, sport, dport, tuple(vlans))
+        flow = ("tcp", src, dst, sport, dport, tuple(vlans)) + outer
         return Parsed(off, l4, family, 6, flow, seq, max(0, end - l4 - thlen), frame[l4 + 13], l4 + thlen)
     if proto == 17 and len(frame) >= l4 + 8:
         sport, dport = struct.unpack_from("!HH", frame, l4)
-        flow = ("udp", src, dst, sport, dport, tuple(vlans))
+        flow = ("udp", src, dst, sport, dport, tuple(vlans)) + outer
         return Parsed(off, l4, family, 17, flow, None, max(0, end - l4 - 8), 0, l4 + 8)
     return None
 
