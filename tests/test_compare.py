@@ -10,7 +10,7 @@ from rich.console import Console
 from grotool.compare import SCHEMA, compare_captures
 from grotool.errors import InputError
 from grotool.io.capture import PcapWriter
-from grotool.report.compare_view import render_compare
+from grotool.cli.compare_view import render_compare
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 MSS = 1448

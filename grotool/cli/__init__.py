@@ -15,10 +15,10 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from . import __version__
-from .errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, GrotoolError
-from .engine.config import DEFAULT_RSS_KEY, Settings
-from .report.flows import flow_label
+from .. import __version__
+from ..errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, GrotoolError
+from ..engine.config import DEFAULT_RSS_KEY, Settings
+from ..report.flows import flow_label
 
 
 def _stderr_console() -> Console:
@@ -162,7 +162,7 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
            napi_defer_hard_irqs, json_path, packets_path, top, quiet):
     """Replay INPUT (pcap/pcapng, gzip ok, '-' for stdin) through simulated GRO;
     write what Linux would deliver to OUTPUT (pcap, '-' for stdout)."""
-    from .replay import replay as run_replay
+    from ..replay import replay as run_replay
 
     settings = Settings(device=device, budget=budget, csum=csum, l4_csum=l4_csum, gro=gro, vlan_gro=vlan_gro,
                         gro_max_size=gro_max_size, gro_ipv4_max_size=gro_ipv4_max_size,
@@ -191,7 +191,7 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
 @click.option("--markdown", is_flag=True, help="As the Markdown table of docs/reasons.md.")
 def reasons(as_json, markdown):
     """List the flush-reason vocabulary."""
-    from .engine.reasons import REASONS
+    from ..engine.reasons import REASONS
 
     if markdown:
         click.echo("| reason | effect | kernel function | meaning |\n|---|---|---|---|")
@@ -228,8 +228,8 @@ def compare(path_a, path_b, require_order, sidecar_a, sidecar_b, no_sidecar, jso
     """Compare two captures as GRO results, flow by flow.
 
     Exit 0 when identical, 1 when different, 3 when an input is unreadable."""
-    from .compare import compare_captures
-    from .report.compare_view import render_compare
+    from ..compare import compare_captures
+    from .compare_view import render_compare
 
     result = compare_captures(path_a, path_b, require_order=require_order, sidecar_a=sidecar_a,
                               sidecar_b=sidecar_b, auto_sidecar=not no_sidecar)
@@ -261,7 +261,7 @@ def compare(path_a, path_b, require_order, sidecar_a, sidecar_b, no_sidecar, jso
 def kernel(input_path, output_path, json_path, csum, udp_gro, batch, max_seconds, quiet):
     """Replay INPUT through the real kernel's GRO (veth in a private network
     namespace; root) and write what it delivered to OUTPUT."""
-    from .oracle import run_kernel_replay
+    from ..oracle import run_kernel_replay
 
     run = run_kernel_replay(input_path, output_path, json_path, csum=csum, udp_gro=udp_gro, batch=batch,
                             max_seconds=max_seconds)
