@@ -58,18 +58,9 @@ def main():
 
 
 def _write_json(doc: dict, target: str) -> None:
-    text = json.dumps(doc, indent=2, sort_keys=False) + "\n"
-    if target == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    tmp = f"{target}.grotool-tmp"
-    try:
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, target)
-    except OSError as exc:
-        raise GrotoolError(f"{target}: cannot write JSON: {exc.strerror}") from None
+    from ..io.jsonout import write_json
+
+    write_json(doc, target)
 
 
 def _parse_rss_key(_ctx, _param, value):

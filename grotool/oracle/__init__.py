@@ -3,12 +3,11 @@ private network namespace) and write what it delivered.  Needs root."""
 
 from __future__ import annotations
 
-import json
-import os
 from typing import Callable, Optional
 
-from ..errors import GrotoolError, InputError
+from ..errors import InputError
 from ..io.capture import LINKTYPE_ETHERNET, CaptureReader, PcapWriter
+from ..io.jsonout import write_json
 from .kernel import CSUM_MODES, KernelRun, parse, replay_frames, to_ethernet
 from .netns import check_environment
 
@@ -78,17 +77,5 @@ def run_kernel_replay(input_path: str, output_path: Optional[str], json_path: Op
                 w.write(pkt.ts, pkt.data)
     if json_path:
         info = {"path": input_path, "format": fmt, "linktype": linktype, "packets": len(frames)}
-        text = json.dumps(document(run, info), indent=1) + "\n"
-        if json_path == "-":
-            import sys
-
-            sys.stdout.write(text)
-        else:
-            tmp = json_path + ".grotool-tmp"
-            try:
-                with open(tmp, "w") as f:
-                    f.write(text)
-                os.replace(tmp, json_path)
-            except OSError as exc:
-                raise GrotoolError(f"{json_path}: cannot write: {exc.strerror}") from None
+        write_json(document(run, info), json_path, indent=1)
     return run

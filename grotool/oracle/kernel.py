@@ -441,7 +441,7 @@ def replay_frames(frames: Sequence[bytes], timestamps: Optional[Sequence[int]] =
         with ns:
             oracle = KernelOracle(ns, csum, batch, os.urandom(8))
             oracle.open()
-            stats0 = oracle.stats()
+            oracle.stats()                    # PACKET_STATISTICS resets on read: start from zero
             for b, start in enumerate(range(0, len(frames), batch)):
                 chunk = frames[start:start + batch]
                 got, attempts, send_us, ok = oracle.run_batch(chunk)
