@@ -220,12 +220,12 @@ def _parse(linktype: int, data: bytes, frame_len: int):
         doff = (data[l4 + 12] >> 4) * 4
         if doff < 20 or l4 + doff > ip_end:
             return None
-        return KIND_TCP, ("tcp", src, dst, sport, dport, vlan), seq, data[l4 + 13], ip_end - l4 - doff
+        return KIND_TCP, ("tcp", src, dst, sport, dport, vlan, ()), seq, data[l4 + 13], ip_end - l4 - doff
     if proto == 17:
         if n < l4 + 8 or l4 + 8 > ip_end:
             return None
         sport, dport = unpack_from("!HH", data, l4)
-        return KIND_UDP, ("udp", src, dst, sport, dport, vlan), None, 0, ip_end - l4 - 8
+        return KIND_UDP, ("udp", src, dst, sport, dport, vlan, ()), None, 0, ip_end - l4 - 8
     return None
 
 
