@@ -1,11 +1,19 @@
-"""grotool kernel: the real kernel's GRO through veth in a private namespace.
+"""grotool kernel: replay through the real kernel's GRO (veth in a private netns).
 
-Marked `kernel`: skipped off root, required (a failure) in CI (tests/conftest.py).
-The numbers are what Linux 6.18 does (shared/spec/kernel-oracle.md section 5).
+The tests marked `kernel` need root, iproute2 and ethtool; they are skipped with
+the reason otherwise (and required in CI, see tests/conftest.py).  The numbers
+are what Linux 6.18 does (shared/spec/kernel-oracle.md, section 5).  The
+unmarked tests at the top check the oracle's frame helpers and its exit-4 path
+without privileges.
 """
 
+from __future__ import annotations
+
+import json
 import os
+import shutil
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -13,143 +21,461 @@ from pathlib import Path
 
 import pytest
 
-from grotool import scenarios as S
-from grotool.errors import EnvironmentProblem
-from grotool.io.capture import read_capture
-from grotool.oracle import netns, replay_frames, run_kernel_replay
-from grotool.oracle.kernel import parse
+import kernel_support as ks
+from grotool.errors import EnvironmentProblem, InputError
+from grotool.oracle import frames as fr
+from grotool.oracle import netns
+from grotool.oracle.kernel import VNET_HDR, KernelSession, kernel_replay, prepare_frame, replay_frames
 
-pytestmark = pytest.mark.kernel
 ROOT = Path(__file__).resolve().parent.parent
+needs_kernel = ks.needs_kernel
 
 
-def bulk(n=20, **kw):
-    return [S.tcp_frame(4, seq=100 + i * 1448, payload=1448, ip_id=i, **{k: v(i) for k, v in kw.items()})
-            for i in range(n)]
+def payload_of(pkt) -> int:
+    return fr.parse(pkt.data).payload
 
 
-def segs(run):
-    return [p.segs for p in run.packets]
+def shape(packets):
+    """(gso_segs, L4 payload) per delivered packet."""
+    return [(p.gso_segs, payload_of(p) if fr.parse(p.data) else None) for p in packets]
 
 
-def ours():
-    """Namespaces of this process (other runs may be going on at the same time)."""
-    return [n for n in netns.list_namespaces() if n.startswith(f"{netns.PREFIX}{os.getpid()}-")]
+def mine(pid=None):
+    """grotool namespaces of one process (other runs may be going on at the same time)."""
+    prefix = f"{netns.PREFIX}{pid or os.getpid()}-"
+    return [n for n in ks.grotool_netns() if n.startswith(prefix)]
 
 
-def test_one_flow_in_order_merges_into_one_super_packet():
-    run = replay_frames(bulk(20))
-    assert run.reliable and run.drops == {"capture_socket": 0, "veth_rx_dropped": 0, "veth_tx_dropped": 0}
-    assert len(run.packets) == 1
-    pkt = run.packets[0]
-    assert (pkt.segs, pkt.gso_size, pkt.gso_type) == (20, 1448, "tcpv4")
-    assert parse(pkt.data).payload == 28960
-    assert pkt.covers == list(range(20))
-    assert pkt.csum == "partial"
-
-
-def test_psh_and_ttl_split_the_aggregate():
-    psh = bulk(20, flags=lambda i: "PA" if i == 9 else "A")
-    assert segs(replay_frames(psh)) == [10, 10]
-    ttl = bulk(20, ttl=lambda i: 64 if i < 10 else 63)
-    assert segs(replay_frames(ttl)) == [10, 10]
-
-
-def test_budget_and_size_limit():
-    # 64 frames per poll; 45 x 1448 is the most that fits in 65535 bytes of IP length
-    run = replay_frames(bulk(100))
-    assert segs(run) == [45, 19, 36]
-    assert [b.frames for b in run.batches] == [64, 36]
-
-
-def test_checksum_modes():
-    bad = [S.tcp_frame(4, seq=100 + i * 1448, payload=1448, ip_id=i, bad_tcp_csum=True) for i in range(20)]
-    assert segs(replay_frames(bad, csum="verify")) == [1] * 20
-    assert segs(replay_frames(bad, csum="fix")) == [20]
-    assert segs(replay_frames(bad, csum="trust")) == [20]
-    # auto: only a field holding the pseudo-header seed is taken as offloaded
-    assert segs(replay_frames(bad, csum="auto")) == [1] * 20
-
-
-def test_ipv6_and_pure_acks():
-    v6 = [S.tcp_frame(6, seq=100 + i * 1428, payload=1428) for i in range(10)]
-    run = replay_frames(v6)
-    assert [(p.segs, p.gso_type) for p in run.packets] == [(10, "tcpv6")]
-    acks = [S.tcp_frame(4, seq=100, payload=0, ack=100 + i) for i in range(3)]
-    assert segs(replay_frames(acks)) == [1, 1, 1]
-
-
-def test_deterministic_and_leaves_nothing(tmp_path):
-    src = ROOT / "captures" / "bulk-4flows.pcap"
-    outs = []
-    for i in range(2):
-        out = tmp_path / f"k{i}.pcap"
-        side = tmp_path / f"k{i}.json"
-        run = run_kernel_replay(str(src), str(out), str(side))
-        assert run.reliable
-        outs.append((out.read_bytes(), side.read_text()))
-    assert outs[0][0] == outs[1][0]
-    _, recs = read_capture(str(tmp_path / "k0.pcap"))
-    _, inp = read_capture(str(src))
-    assert sum(p.segs for p in run.packets) == len(inp)
-    assert len(recs) == len(run.packets)
-    assert ours() == []
-
-
-def test_stale_namespace_of_a_dead_process_is_removed():
-    dead = 4_194_000
-    while True:
-        try:
-            os.kill(dead, 0)
-            dead += 1
-        except ProcessLookupError:
-            break
-    name = f"{netns.PREFIX}{dead}-abcdef"
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
-        replay_frames(bulk(2))
-        assert name not in netns.list_namespaces()
-    finally:
-        subprocess.run(["ip", "netns", "del", name], capture_output=True)
-
-
-def test_sigterm_mid_run_cleans_up(tmp_path):
-    src = tmp_path / "big.pcap"
-    frames = [S.tcp_frame(4, sport=1000 + (i % 7), seq=100 + (i // 7) * 1448, payload=1448) for i in range(6000)]
-    S.write_pcap(str(src), frames)
-    proc = subprocess.Popen([sys.executable, "-m", "grotool", "kernel", "-q", str(src), str(tmp_path / "o.pcap")],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    mine = f"{netns.PREFIX}{proc.pid}-"
-    deadline = time.time() + 20
-    while time.time() < deadline and not any(n.startswith(mine) for n in netns.list_namespaces()):
+def wait_for_namespace(pid, timeout=20.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        if mine(pid):
+            return True
         time.sleep(0.02)
-    assert any(n.startswith(mine) for n in netns.list_namespaces()), "the run never created its namespace"
-    time.sleep(0.3)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode != 0
-    assert b"Traceback" not in err
-    assert not any(n.startswith(mine) for n in netns.list_namespaces())
-    assert not (tmp_path / "o.pcap").exists()
+    return False
 
 
-def test_not_root_is_exit_4(monkeypatch, tmp_path):
+def long_input(tmp_path, n=3000):
+    src = tmp_path / "long.pcap"
+    ks.write_pcap(src, [ks.tcp(100, seq=1 + i * 100, ip_id=i) for i in range(n)])
+    return src
+
+
+def cli(*args, **kw):
+    return subprocess.Popen([sys.executable, "-m", "grotool", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, **kw)
+
+
+# =============================================================================
+# No privileges needed: frame helpers
+# =============================================================================
+def test_fix_checksums_makes_them_valid():
+    frame = ks.tcp(100, check="bad")
+    ip = bytearray(frame[14:34])
+    ip[10:12] = b"\x12\x34"
+    broken = frame[:14] + bytes(ip) + frame[34:]
+    fixed = fr.fix_checksums(broken)
+    assert ks.csum(fixed[14:34]) == 0
+    assert fixed == ks.tcp(100)
+    assert fr.fix_checksums(ks.udp(50, check="bad")) == ks.udp(50)
+    assert fr.fix_checksums(ks.udp(50, check="zero")) == ks.udp(50, check="zero")  # no checksum stays none
+    v6 = ks.tcp(300, family=6, check="bad")
+    assert fr.fix_checksums(v6) == ks.tcp(300, family=6)
+
+
+def test_auto_fixes_only_seed_checksums():
+    seed = ks.tcp(1448, check="seed")
+    assert fr.holds_seed(seed) and not fr.holds_seed(ks.tcp(1448)) and not fr.holds_seed(ks.tcp(1448, check="bad"))
+    assert fr.fix_seed_checksum(seed) == (ks.tcp(1448), True)
+    bad = ks.tcp(1448, check="bad")
+    assert fr.fix_seed_checksum(bad) == (bad, False)
+    assert prepare_frame(bad, "auto") == (bad, b"")
+    assert fr.holds_seed(ks.udp(100, check="seed")) and fr.holds_seed(ks.tcp(10, family=6, check="seed"))
+
+
+def test_trust_injects_needs_csum_vnet_header():
+    frame, vnet = prepare_frame(ks.tcp(10, check="bad"), "trust")
+    assert frame == ks.tcp(10, check="bad")                 # bytes untouched
+    assert VNET_HDR.unpack(vnet) == (1, 0, 0, 0, 34, 16)     # NEEDS_CSUM, csum_start = L4, offset = 16
+    _, vnet = prepare_frame(ks.tcp(10, family=6, vlan=7), "trust")
+    assert VNET_HDR.unpack(vnet) == (1, 0, 0, 0, 58, 16)
+    _, vnet = prepare_frame(ks.udp(10), "trust")
+    assert VNET_HDR.unpack(vnet) == (1, 0, 0, 0, 34, 6)
+    _, vnet = prepare_frame(ks.udp(10, check="zero"), "trust")   # no checksum: nothing to compute
+    assert VNET_HDR.unpack(vnet)[0] == 0
+    _, vnet = prepare_frame(ks.arp_frame(), "trust")
+    assert VNET_HDR.unpack(vnet)[0] == 0
+    assert prepare_frame(ks.tcp(10, check="bad"), "verify") == (ks.tcp(10, check="bad"), b"")
+
+
+def test_link_types_get_a_fixed_ethernet_header():
+    raw4 = ks.tcp(10, raw=True)
+    raw6 = ks.tcp(10, family=6, raw=True)
+    eth = fr.FAKE_DST_MAC + fr.FAKE_SRC_MAC
+    for lt in (101, 228, 12, 14):
+        assert fr.to_ethernet(lt, raw4) == eth + b"\x08\x00" + raw4
+    assert fr.to_ethernet(229, raw6) == eth + b"\x86\xdd" + raw6
+    assert fr.to_ethernet(101, raw6) == eth + b"\x86\xdd" + raw6
+    sll = struct.pack("!HHH8sH", 0, 1, 6, b"\x02" * 8, 0x0800) + raw4
+    assert fr.to_ethernet(113, sll) == eth + b"\x08\x00" + raw4
+    sll2 = struct.pack("!HHIHBB8s", 0x86DD, 0, 2, 1, 0, 6, b"\x02" * 8) + raw6
+    assert fr.to_ethernet(276, sll2) == eth + b"\x86\xdd" + raw6
+    frame = ks.tcp(10)
+    assert fr.to_ethernet(1, frame) is frame
+    with pytest.raises(ValueError):
+        fr.to_ethernet(1, b"\x00" * 10)
+    with pytest.raises(ValueError):
+        fr.to_ethernet(113, b"\x00" * 15)
+
+
+def _super(frames_in):
+    """A super-packet as GRO builds it: the first header, all payloads, IP length fixed."""
+    first = fr.parse(frames_in[0])
+    body = b"".join(f[fr.parse(f).payload_off:] for f in frames_in)
+    head = bytearray(frames_in[0][:first.payload_off])
+    struct.pack_into("!H", head, 16, len(head) - 14 + len(body))
+    return bytes(head) + body
+
+
+def test_mapping_follows_flow_sequence_and_bytes():
+    a = ks.tcp_flow(4)
+    b = ks.tcp_flow(3, sport=41000)
+    inputs = [a[0], b[0], a[1], b[1], a[2], b[2], a[3], ks.arp_frame()]
+    delivered = [(ks.arp_frame(), 1, False), (_super(a), 4, True), (_super(b[:2]), 2, True), (b[2], 1, False)]
+    assert fr.map_batch(inputs, delivered) == [[7], [0, 2, 4, 6], [1, 3], [5]]
+    # a packet the inputs cannot explain maps to nothing; a payload mismatch is not papered over
+    changed = bytearray(_super(a))
+    changed[-1] ^= 0xFF
+    assert fr.map_batch(a, [(bytes(changed), 4, True)]) == [[]]
+    # two pure ACKs with the same sequence number: exact bytes decide
+    acks = [ks.tcp(0, seq=1, ack=10), ks.tcp(0, seq=1, ack=20)]
+    assert fr.map_batch(acks, [(acks[1], 1, False), (acks[0], 1, False)]) == [[1], [0]]
+
+
+def test_parse_sees_through_ip_in_ip_and_vlan():
+    inner = ks.tcp(100, seq=77, raw=True)
+    outer = ks.ether(ks.ip_wrap(inner, 4, src=bytes([192, 168, 0, 1]), dst=bytes([192, 168, 0, 2])), vlan=5)
+    p = fr.parse(outer)
+    assert (p.proto, p.seq, p.payload, p.vlans) == (6, 77, 100, (5,))
+    assert p.outer == ((bytes([192, 168, 0, 1]), bytes([192, 168, 0, 2]), 4),)
+    assert fr.parse(ks.arp_frame()) is None
+
+
+def test_not_root_is_environment_problem_exit_4(monkeypatch, tmp_path):
     from click.testing import CliRunner
 
     from grotool.cli import main
 
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    with pytest.raises(EnvironmentProblem, match="needs root"):
+    with pytest.raises(EnvironmentProblem, match="needs root") as info:
         netns.check_environment()
-    result = CliRunner().invoke(main, ["kernel", str(ROOT / "captures" / "bulk-4flows.pcap"), str(tmp_path / "o")])
+    assert info.value.exit_code == 4
+    src = tmp_path / "in.pcap"
+    ks.write_pcap(src, ks.tcp_flow(2))
+    result = CliRunner().invoke(main, ["kernel", str(src), str(tmp_path / "o.pcap")])
     assert result.exit_code == 4
-    assert "needs root" in result.output and "Traceback" not in result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "needs root" in lines[0] and "Traceback" not in result.output
+    assert not (tmp_path / "o.pcap").exists()
 
 
-def test_missing_tool_is_exit_4(monkeypatch):
-    import shutil
-
+def test_missing_tool_is_environment_problem(monkeypatch):
     real = shutil.which
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
     monkeypatch.setattr(shutil, "which", lambda tool: None if tool == "ethtool" else real(tool))
-    with pytest.raises(EnvironmentProblem, match="ethtool"):
+    with pytest.raises(EnvironmentProblem, match=r"'ethtool' \(ethtool\)") as info:
         netns.check_environment()
+    assert "\n" not in str(info.value)
+
+
+# =============================================================================
+# The real kernel
+# =============================================================================
+@needs_kernel
+def test_one_flow_in_order_is_one_super_packet():
+    frames = ks.tcp_flow(20)
+    stamps = [1_000_000 + 7 * i for i in range(20)]
+    run = replay_frames(frames, stamps)
+    assert run.reliable and not run.warnings
+    assert run.drops == {"capture_socket": 0, "veth_rx_dropped": 0, "veth_tx_dropped": 0}
+    assert len(run) == 1
+    pkt = run[0]
+    assert (pkt.gso_segs, pkt.gso_size, pkt.gso_type, pkt.csum) == (20, 1448, ["tcpv4"], "partial")
+    assert payload_of(pkt) == 28960
+    assert struct.unpack_from("!H", pkt.data, 16)[0] == 28960 + 40       # IPv4 total length rewritten
+    f = frames[0]              # the first segment's headers, but for IP length, IP and TCP checksums
+    assert (pkt.data[:16], pkt.data[18:24], pkt.data[26:50], pkt.data[52:54]) == \
+        (f[:16], f[18:24], f[26:50], f[52:54])
+    assert pkt.data[54:] == b"".join(x[54:] for x in frames)
+    assert pkt.covers == list(range(20)) and pkt.ts == stamps[0]
+    assert [(b.frames, b.ok) for b in run.batches] == [(20, True)]
+
+
+@needs_kernel
+def test_psh_ttl_and_two_flows():
+    with KernelSession() as session:
+        psh = session.replay(ks.tcp_flow(20, flags_at=[(9, ks.ACK | ks.PSH)])).packets
+        assert shape(psh) == [(10, 14480), (10, 14480)]
+        assert fr.parse(psh[0].data).flags & ks.PSH and not fr.parse(psh[1].data).flags & ks.PSH
+        assert psh[0].covers == list(range(10)) and psh[1].covers == list(range(10, 20))
+
+        ttl = ks.tcp_flow(10) + [ks.tcp(1448, seq=1000 + i * 1448, ip_id=i, ttl=63) for i in range(10, 20)]
+        assert shape(session.replay(ttl).packets) == [(10, 14480), (10, 14480)]
+
+        a, b = ks.tcp_flow(20), ks.tcp_flow(20, sport=41000)
+        both = session.replay([f for pair in zip(a, b) for f in pair]).packets
+        assert shape(both) == [(20, 28960), (20, 28960)]
+        assert both[0].covers == list(range(0, 40, 2)) and both[1].covers == list(range(1, 40, 2))
+
+
+@needs_kernel
+def test_budget_batches_and_ip_length_limit():
+    with KernelSession() as session:
+        run = session.replay(ks.tcp_flow(100))
+        assert [p.gso_segs for p in run.packets] == [45, 19, 36]       # 45 x 1448 fills 65535 bytes of IP
+        assert [(b.first_frame, b.frames) for b in run.batches] == [(0, 64), (64, 36)]
+        assert [p.batch for p in run.packets] == [0, 0, 1]
+        assert [p.gso_segs for p in session.replay(ks.tcp_flow(100), batch=32).packets] == [32, 32, 32, 4]
+        big = session.replay([ks.tcp(8000, seq=1 + i * 8000, ip_id=i) for i in range(64)])
+        assert [p.gso_segs for p in big.packets] == [8] * 8 and big.reliable
+
+
+@needs_kernel
+def test_checksum_modes():
+    bad = [ks.tcp(1448, seq=1000 + i * 1448, ip_id=i, check="bad") for i in range(20)]
+    seed = [ks.tcp(1448, seq=1000 + i * 1448, ip_id=i, check="seed") for i in range(20)]
+    with KernelSession() as session:
+        def segs(frames, mode):
+            run = session.replay(frames, csum=mode)
+            assert run.reliable
+            return [p.gso_segs for p in run.packets], run.packets
+
+        for mode in ("verify", "auto"):
+            got, packets = segs(bad, mode)
+            assert got == [1] * 20
+            assert [p.data for p in packets] == bad and {p.csum for p in packets} == {"none"}
+        for mode in ("fix", "trust"):
+            assert segs(bad, mode)[0] == [20]
+        assert segs(seed, "verify")[0] == [1] * 20
+        for mode in ("auto", "fix", "trust"):
+            assert segs(seed, mode)[0] == [20]
+        # a bad IPv4 header checksum is verified even under trust
+        ipbad = [ks.ether(ks.ip_wrap(f[34:], 6, ip_id=i, ip_bad=True)) for i, f in enumerate(ks.tcp_flow(4))]
+        assert segs(ipbad, "trust")[0] == [1] * 4
+        assert segs(ipbad, "fix")[0] == [4]
+
+
+@needs_kernel
+def test_udp_gro_needs_forwarding_or_fraglist():
+    datagrams = [ks.udp(1000, salt=i, ip_id=i) for i in range(20)]
+    expected = {"off": [(1, 1000)] * 20, "forward": [(20, 20000)], "fraglist": [(20, 20000)]}
+    for mode, want in expected.items():
+        with KernelSession(udp_gro=mode) as session:
+            run = session.replay(datagrams)
+            assert run.reliable and shape(run.packets) == want, mode
+            assert run.settings["udp_gro"] == mode
+            if mode != "off":
+                assert (run.packets[0].gso_type, run.packets[0].gso_size) == (["udp_l4"], 1000)
+                assert run.packets[0].covers == list(range(20))
+                assert struct.unpack_from("!H", run.packets[0].data, 38)[0] == 20008   # UDP length
+
+
+@needs_kernel
+def test_one_gro_bucket_of_eight_and_small_segments():
+    with KernelSession() as session:
+        rr10 = [ks.tcp(1448, seq=1 + k * 1448, sport=42000 + f, ip_id=k) for k in range(5) for f in range(10)]
+        assert [p.gso_segs for p in session.replay(rr10).packets] == [1] * 50     # 9th flow evicts the oldest
+        rr8 = [ks.tcp(1448, seq=1 + k * 1448, sport=42000 + f, ip_id=k) for k in range(5) for f in range(8)]
+        assert [p.gso_segs for p in session.replay(rr8).packets] == [5] * 8
+        g = [ks.tcp(1448, seq=1000, ip_id=0), ks.tcp(1448, seq=2448, ip_id=1),
+             ks.tcp(1, seq=3896, ip_id=2, pad=True), ks.tcp(0, seq=3897, ip_id=3)]
+        run = session.replay(g)
+        assert shape(run.packets) == [(2, 2896), (1, 1), (1, 0)]
+        assert len(run.packets[1].data) == 60                            # Ethernet padding kept, not merged
+        v6 = session.replay(ks.tcp_flow(20, family=6)).packets
+        assert [(p.gso_segs, p.gso_type) for p in v6] == [(20, ["tcpv6"])]
+
+
+@needs_kernel
+def test_vlan_tag_is_reinserted():
+    frames = ks.tcp_flow(6, vlan=100)
+    run = kernel_replay(frames)
+    vlan_gro = netns.kernel_config().get("CONFIG_VLAN_8021Q", "y") != "n"
+    if vlan_gro:
+        assert [p.gso_segs for p in run.packets] == [6]
+        assert run.packets[0].data[12:16] == b"\x81\x00\x00\x64"
+    else:                                     # no 802.1Q GRO built in: each goes up alone, bytes unchanged
+        assert [p.data for p in run.packets] == frames
+    assert sorted(i for p in run.packets for i in p.covers) == list(range(6))
+
+
+@needs_kernel
+def test_files_sidecar_and_determinism(tmp_path):
+    frames = []
+    for k in range(30):
+        frames += [ks.tcp(1448, seq=1 + k * 1448, sport=43000 + f, ip_id=k, family=4 if f % 2 else 6)
+                   for f in range(3)]
+        if k % 7 == 3:
+            frames += [ks.arp_frame(), ks.tcp(1448, seq=999, sport=43500, flags=ks.ACK | ks.PSH)]
+    src = tmp_path / "in.pcap"
+    ks.write_pcap(src, frames)
+    from grotool.oracle import run_kernel_replay
+
+    outs = []
+    for i in range(2):
+        run = run_kernel_replay(str(src), str(tmp_path / f"k{i}.pcap"), str(tmp_path / f"k{i}.json"))
+        assert run.reliable
+        outs.append(((tmp_path / f"k{i}.pcap").read_bytes(), json.loads((tmp_path / f"k{i}.json").read_text())))
+    assert outs[0][0] == outs[1][0]                                      # byte-identical pcaps
+    assert outs[0][1]["packets"] == outs[1][1]["packets"]
+    doc = outs[0][1]
+    assert doc["schema"] == "grotool.kernel/1" and doc["kernel"] == os.uname().release
+    assert doc["reliable"] is True and set(doc["drops"].values()) == {0}
+    assert doc["settings"]["csum"] == "auto" and doc["settings"]["batch"] == 64
+    assert doc["input"]["packets"] == len(frames) and doc["summary"]["frames_in"] == len(frames)
+    assert [b["frames"] for b in doc["batches"]] == [64] * (len(frames) // 64) + [len(frames) % 64]
+    assert all(b["ok"] and b["attempts"] >= 1 for b in doc["batches"])
+    covered = sorted(i for p in doc["packets"] for i in p["covers"])
+    assert covered == list(range(len(frames)))                           # every input frame exactly once
+    assert sum(p["gso_segs"] for p in doc["packets"]) == len(frames)
+    first = doc["packets"][0]
+    for key in ("index", "len", "gso_type", "gso_size", "gso_segs", "csum", "covers", "flow", "seq", "flags"):
+        assert key in first
+    linktype, recs = ks.read_pcap(tmp_path / "k0.pcap")
+    assert linktype == 1 and len(recs) == len(doc["packets"])
+    t0 = 1_700_000_000_000_000_000
+    for (ts, data), p in zip(recs, doc["packets"]):
+        assert ts == t0 + min(p["covers"]) * 10_000 == p["ts_ns"]      # first covered input's timestamp
+        assert len(data) == p["len"]
+    supers = [p for p in doc["packets"] if p["gso_segs"] > 1]
+    assert supers and all(p["gso_type"] in (["tcpv4"], ["tcpv6"]) for p in supers)
+    assert mine() == []
+
+
+@needs_kernel
+def test_raw_ip_input_gives_ethernet_output(tmp_path):
+    src = tmp_path / "raw.pcap"
+    ks.write_pcap(src, [ks.tcp(1448, seq=1 + i * 1448, ip_id=i, raw=True) for i in range(10)], linktype=101)
+    out = tmp_path / "out.pcap"
+    from grotool.oracle import run_kernel_replay
+
+    run = run_kernel_replay(str(src), str(out))
+    linktype, recs = ks.read_pcap(out)
+    assert linktype == 1 and len(recs) == 1 and run.packets[0].gso_segs == 10
+    assert recs[0][1][:14] == fr.FAKE_DST_MAC + fr.FAKE_SRC_MAC + b"\x08\x00"
+
+
+@needs_kernel
+def test_bad_input_is_input_error(tmp_path):
+    from grotool.oracle import run_kernel_replay
+
+    garbage = tmp_path / "garbage.pcap"
+    garbage.write_bytes(b"this is not a capture at all")
+    with pytest.raises(InputError) as info:
+        run_kernel_replay(str(garbage), str(tmp_path / "o.pcap"))
+    assert info.value.exit_code == 3
+    with pytest.raises(InputError, match="more than veth's MTU"):
+        kernel_replay([ks.tcp(100), ks.MAC_DST + ks.MAC_SRC + b"\x08\x00" + bytes(65536)])
+    with pytest.raises(InputError, match="shorter than an Ethernet header"):
+        kernel_replay([b"\x00" * 10])
+    proc = cli("kernel", str(garbage), str(tmp_path / "o.pcap"))
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 3 and len(err.decode().strip().splitlines()) == 1
+    assert mine() == []
+
+
+@needs_kernel
+def test_slow_sending_is_replayed_then_unreliable():
+    # with T = 20 us sending 64 frames always takes more than T/2: every attempt is discarded
+    with KernelSession(flush_timeout_ns=20_000) as session:
+        run = session.replay(ks.tcp_flow(10))
+    assert [(b.attempts, b.ok) for b in run.batches] == [(4, False)]
+    assert not run.reliable and "4 times" in run.warnings[0]
+    assert mine() == []
+
+
+@needs_kernel
+def test_deadline_bounds_the_run():
+    before = time.monotonic()
+    with pytest.raises(EnvironmentProblem, match="did not finish within 0.5 s"):
+        kernel_replay(ks.tcp_flow(400), batch=1, max_seconds=0.5)
+    assert time.monotonic() - before < 3
+    assert mine() == []
+
+
+@needs_kernel
+def test_nothing_left_after_a_run_or_an_exception():
+    assert mine() == []
+    kernel_replay(ks.tcp_flow(3))
+    assert mine() == []
+    with pytest.raises(RuntimeError):
+        with KernelSession():
+            assert len(mine()) == 1
+            raise RuntimeError("boom")
+    assert mine() == []
+
+
+@needs_kernel
+@pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)])
+def test_signal_mid_run_removes_the_namespace(tmp_path, sig, code):
+    src = long_input(tmp_path)
+    out = tmp_path / "o.pcap"
+    proc = cli("kernel", "-q", "--batch", "1", str(src), str(out))
+    try:
+        assert wait_for_namespace(proc.pid), "the run never created its namespace"
+        time.sleep(0.3)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == code, err.decode()
+    assert b"Traceback" not in err
+    assert mine(proc.pid) == []
+    assert not out.exists() and not list(tmp_path.glob(".grotool-*"))
+
+
+@needs_kernel
+def test_sigkill_leftover_and_dead_pid_namespaces_are_removed_by_the_next_run(tmp_path):
+    proc = cli("kernel", "-q", "--batch", "1", str(long_input(tmp_path)), str(tmp_path / "o.pcap"))
+    try:
+        assert wait_for_namespace(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    left = mine(proc.pid)
+    assert len(left) == 1                                  # SIGKILL: nothing could clean up
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    fake = f"{netns.PREFIX}{dead.pid}-0badcafe"
+    subprocess.run(["ip", "netns", "add", fake], check=True)
+    try:
+        kernel_replay(ks.tcp_flow(2))
+        remaining = ks.grotool_netns()
+        assert left[0] not in remaining and fake not in remaining
+    finally:
+        for name in left + [fake]:
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
+@needs_kernel
+def test_real_non_root_user_gets_exit_4(tmp_path):
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    if python is None or shutil.which("setpriv") is None:
+        pytest.skip("needs setpriv and a system python3 that user nobody can run")
+    script = ("import sys\n"
+              "from grotool.errors import GrotoolError\n"
+              "from grotool.oracle import run_kernel_replay\n"
+              "try:\n"
+              "    run_kernel_replay(sys.argv[1], sys.argv[2])\n"
+              "except GrotoolError as exc:\n"
+              "    print(f'grotool: error: {exc}', file=sys.stderr)\n"
+              "    sys.exit(exc.exit_code)\n")
+    before = ks.grotool_netns()
+    proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python, "-c", script,
+                           "/nonexistent/in.pcap", "/nonexistent/out.pcap"],
+                          env={"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+                          cwd="/", capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 4, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "needs root" in lines[0]
+    assert ks.grotool_netns() == before

@@ -238,9 +238,10 @@ def compare(path_a, path_b, require_order, sidecar_a, sidecar_b, no_sidecar, jso
 @click.option("--json", "json_path", metavar="FILE", default=None,
               help="Sidecar: per packet gso_type/gso_size/gso_segs and the input frames it covers; batches; drops.")
 @click.option("--csum", type=click.Choice(["auto", "fix", "trust", "verify"]), default="auto", show_default=True,
-              help="auto: frames whose L4 checksum holds the pseudo-header seed are injected as CHECKSUM_PARTIAL "
-                   "(as replay's auto takes them as offloaded), others as they are; fix: recompute every "
-                   "checksum; trust: every TCP/UDP frame as CHECKSUM_PARTIAL; verify: as they are.")
+              help="auto: a TCP/UDP checksum holding the pseudo-header seed (sender offload) is recomputed, "
+                   "as replay's auto takes it as valid; other frames as they are, so bad ones stay bad; "
+                   "fix: recompute every IPv4/TCP/UDP checksum; trust: TCP/UDP frames injected as "
+                   "CHECKSUM_PARTIAL (vnet NEEDS_CSUM); verify: as they are.")
 @click.option("--udp-gro", type=click.Choice(["off", "forward", "fraglist"]), default="off", show_default=True,
               help="rx-udp-gro-forwarding / rx-gro-list on the receiving veth.")
 @click.option("--batch", type=click.IntRange(1, 64), default=64, show_default=True,

@@ -1,81 +1,149 @@
-"""The real-kernel oracle: replay a capture through Linux's own GRO (veth in a
-private network namespace) and write what it delivered.  Needs root."""
+"""The real-kernel oracle: replay a capture through Linux's own GRO (a veth
+pair in a private network namespace) and write what it delivered.  Needs
+root, iproute2 and ethtool.  See shared/spec/kernel-oracle.md and the
+docstring of grotool.oracle.kernel for the batch protocol and --csum modes.
+
+Public API::
+
+    run_kernel_replay(input_path, output_path, json_path=None, *, csum="auto", udp_gro="off",
+                      batch=64, max_seconds=300, log=None) -> KernelReplayResult
+    replay_frames(frames, timestamps=None, *, csum, udp_gro, batch, max_seconds, log,
+                  require_reliable=True) -> list[DeliveredPacket]
+    kernel_replay(frames, ...) -> KernelReplayResult          # same, without raising
+    KernelSession(udp_gro, max_seconds=...)                    # one namespace, many replays
+
+Link types: Ethernet frames are injected as they are; raw IPv4/IPv6 (101,
+228, 229, 12, 14) and Linux cooked captures (SLL 113, SLL2 276) get a fixed
+Ethernet header (02:00:00:00:00:01 -> 02:00:00:00:00:02, ethertype from the
+IP version or the SLL protocol field), and the output pcap is Ethernet.
+An FCS the capture declares is stripped (the kernel never sees one).
+
+Output: a nanosecond pcap of the packets the kernel delivered, in delivery
+order, control frames removed; each packet's timestamp is that of the first
+input frame it covers, so the same input gives a byte-identical pcap.  The
+JSON sidecar (schema ``grotool.kernel/1``) carries per packet gso_type,
+gso_size, gso_segs, checksum state and the input frames covered; per batch
+timing and attempts; the drop counters; and ``reliable``.
+"""
 
 from __future__ import annotations
 
+import time
 from typing import Callable, Optional
 
-from ..errors import InputError
+from ..errors import EnvironmentProblem, InputError
 from ..io.capture import LINKTYPE_ETHERNET, CaptureReader, PcapWriter
 from ..io.jsonout import write_json
-from .kernel import CSUM_MODES, KernelRun, parse, replay_frames, to_ethernet
-from .netns import check_environment
+from . import frames
+from .frames import fix_checksums, flow_json, parse, tcp_flag_string, to_ethernet
+from .kernel import (BUDGET, CSUM_MODES, DEFAULT_CSUM, BatchInfo, DeliveredList, DeliveredPacket, KernelReplayResult,
+                     KernelRun,
+                     KernelSession, UnreliableRun, frame_problem, kernel_replay, replay_frames)
+from .netns import UDP_GRO_MODES, check_environment, grotool_namespaces, remove_stale
 
-__all__ = ["run_kernel_replay", "replay_frames", "KernelRun", "CSUM_MODES", "check_environment"]
+__all__ = ["run_kernel_replay", "replay_frames", "kernel_replay", "KernelSession", "KernelReplayResult",
+           "KernelRun", "DeliveredPacket", "DeliveredList", "BatchInfo", "UnreliableRun", "CSUM_MODES", "DEFAULT_CSUM",
+           "UDP_GRO_MODES", "check_environment", "grotool_namespaces", "remove_stale", "document",
+           "read_input", "SCHEMA", "parse", "fix_checksums", "to_ethernet", "frames"]
 
 SCHEMA = "grotool.kernel/1"
-MAX_FRAME = 65535 + 14 + 8
+OUTPUT_SNAPLEN = 262144
 
 
-def _flow_json(frame: bytes) -> Optional[dict]:
-    import ipaddress
-
-    p = parse(frame)
-    if p is None:
-        return None
-    proto, src, dst, sport, dport, vlan = p.flow[:6]
-    mk = ipaddress.IPv4Address if len(src) == 4 else ipaddress.IPv6Address
-    return {"proto": proto, "src": str(mk(src)), "dst": str(mk(dst)), "sport": sport, "dport": dport,
-            "vlan": list(vlan)}
-
-
-def document(run: KernelRun, input_info: dict) -> dict:
-    packets = []
-    for i, pkt in enumerate(run.packets):
-        p = parse(pkt.data)
-        packets.append({
-            "index": i, "len": len(pkt.data), "ts_ns": pkt.ts, "gso_type": pkt.gso_type, "gso_size": pkt.gso_size,
-            "gso_segs": pkt.segs, "csum": pkt.csum, "covers": pkt.covers, "batch": pkt.batch,
-            "flow": _flow_json(pkt.data), "seq": p.seq if p is not None else None,
-            "payload": p.payload if p is not None else None, "tcp_flags": p.flags if p is not None and p.proto == 6 else None,
-        })
+def _packet_json(i: int, pkt: DeliveredPacket) -> dict:
+    p = parse(pkt.data)
     return {
-        "schema": SCHEMA,
-        "input": input_info,
-        "settings": run.settings,
-        "reliable": run.reliable,
-        "drops": run.drops,
-        "warnings": run.warnings,
-        "batches": [vars(b) for b in run.batches],
-        "packets": packets,
+        "index": i, "ts_ns": pkt.ts, "len": len(pkt.data), "gso_type": list(pkt.gso_type),
+        "gso_size": pkt.gso_size, "gso_segs": pkt.gso_segs, "csum": pkt.csum, "covers": list(pkt.covers),
+        "batch": pkt.batch, "flow": flow_json(p),
+        "seq": p.seq if p is not None else None,
+        "payload": p.payload if p is not None else None,
+        "flags": tcp_flag_string(p.flags) if p is not None and p.proto == frames.IPPROTO_TCP else None,
+        "tcp_flags": p.flags if p is not None and p.proto == frames.IPPROTO_TCP else None,
+        "vnet": dict(pkt.vnet), "tp_status": pkt.tp_status,
     }
 
 
-def run_kernel_replay(input_path: str, output_path: Optional[str], json_path: Optional[str] = None, *,
-                      csum: str = "auto", udp_gro: str = "off", batch: int = 64, max_seconds: float = 300,
-                      log: Optional[Callable[[str], None]] = None) -> KernelRun:
-    """Replay a capture file through the kernel; write the delivered pcap and JSON sidecar."""
-    check_environment()
-    timestamps, frames = [], []
+def document(result: KernelReplayResult, input_info: dict) -> dict:
+    """The JSON sidecar of a run."""
+    frames_in = sum(b.frames for b in result.batches)
+    return {
+        "schema": SCHEMA,
+        "kernel": result.kernel,
+        "input": input_info,
+        "settings": result.settings,
+        "reliable": result.reliable,
+        "drops": result.drops,
+        "link_counters": result.link_counters,
+        "warnings": list(result.warnings),
+        "summary": {"frames_in": frames_in, "packets_out": len(result.packets),
+                    "super_packets": sum(1 for p in result.packets if p.gso_segs > 1),
+                    "segments_out": sum(p.gso_segs for p in result.packets),
+                    "unmatched_packets": result.unmatched_packets, "uncovered_frames": result.uncovered_frames,
+                    "batches": len(result.batches),
+                    "replayed_batches": sum(1 for b in result.batches if b.attempts > 1)},
+        "batches": [{"index": b.index, "first_frame": b.first_frame, "frames": b.frames, "attempts": b.attempts,
+                     "send_us": b.send_us, "ok": b.ok, "packets": b.packets} for b in result.batches],
+        "packets": [_packet_json(i, p) for i, p in enumerate(result.packets)],
+    }
+
+
+def read_input(input_path: str):
+    """(Ethernet frames, timestamps, input info) of a capture file; InputError when unusable."""
+    frames_out, stamps = [], []
+    truncated = 0
     with CaptureReader(input_path) as reader:
-        linktype = reader.linktype if reader.linktype is not None else 1
+        linktype = reader.linktype if reader.linktype is not None else LINKTYPE_ETHERNET
+        fcs = reader.fcs_len
+        first_ts = last_ts = None
         for ts, data, wirelen in reader:
-            frame = to_ethernet(linktype, data)
-            if len(frame) > MAX_FRAME:
-                raise InputError(f"{reader.name}: record {len(frames) + 1} is {len(frame)} bytes, "
-                                 f"more than veth's MTU 65535 allows")
-            if len(frame) < 14:
-                frame = frame + b"\0" * (14 - len(frame))
-            frames.append(frame)
-            timestamps.append(ts)
-        fmt = reader.format
-    run = replay_frames(frames, timestamps, csum=csum, udp_gro=udp_gro, batch=batch,
-                        max_seconds=max_seconds, log=log)
+            index = len(frames_out)
+            if fcs and len(data) >= fcs and wirelen >= len(data):
+                data, wirelen = data[:-fcs], wirelen - fcs
+            if len(data) < wirelen:
+                truncated += 1               # injected as captured, like grotool replay does
+            try:
+                frame = to_ethernet(linktype, bytes(data))
+            except ValueError as exc:
+                raise InputError(f"{reader.name}: record {index + 1}: {exc}") from None
+            problem = frame_problem(frame)
+            if problem:
+                raise InputError(f"{reader.name}: record {index + 1} is {problem}")
+            frames_out.append(frame)
+            stamps.append(ts)
+            first_ts = ts if first_ts is None else first_ts
+            last_ts = ts
+        info = {"path": input_path, "format": reader.format, "linktype": linktype, "packets": len(frames_out),
+                "fcs_stripped": fcs, "truncated_records": truncated, "first_ts_ns": first_ts, "last_ts_ns": last_ts,
+                "output_linktype": LINKTYPE_ETHERNET}
+    return frames_out, stamps, info
+
+
+def run_kernel_replay(input_path: str, output_path: Optional[str], json_path: Optional[str] = None, *,
+                      csum: str = DEFAULT_CSUM, udp_gro: str = "off", batch: int = BUDGET,
+                      max_seconds: float = 300, log: Optional[Callable[[str], None]] = None) -> KernelReplayResult:
+    """Replay a capture file through the kernel's GRO; write the delivered pcap
+    (``output_path``, ``-`` for stdout, None for none) and the JSON sidecar
+    (``json_path``, ``-`` for stdout).  An unreliable run still writes both
+    (``reliable`` false); the caller decides the exit code."""
+    if csum not in CSUM_MODES:
+        raise InputError(f"--csum must be one of {', '.join(CSUM_MODES)}")
+    if udp_gro not in UDP_GRO_MODES:
+        raise InputError(f"--udp-gro must be one of {', '.join(UDP_GRO_MODES)}")
+    if output_path == "-" and json_path == "-":
+        raise InputError("OUTPUT and --json cannot both be standard output")
+    check_environment()
+    started = time.monotonic()
+    frame_list, stamps, info = read_input(input_path)
+    left = max_seconds - (time.monotonic() - started)       # the deadline covers reading the input too
+    if left <= 0:
+        raise EnvironmentProblem(f"kernel replay did not finish within {max_seconds:g} s (--max-seconds)")
+    result = kernel_replay(frame_list, stamps, csum=csum, udp_gro=udp_gro, batch=batch,
+                           max_seconds=left, log=log, reported_seconds=max_seconds)
     if output_path:
-        with PcapWriter(output_path, LINKTYPE_ETHERNET, 262144) as w:
-            for pkt in run.packets:
-                w.write(pkt.ts, pkt.data)
+        with PcapWriter(output_path, LINKTYPE_ETHERNET, OUTPUT_SNAPLEN) as writer:
+            for pkt in result.packets:
+                writer.write(pkt.ts, pkt.data)
     if json_path:
-        info = {"path": input_path, "format": fmt, "linktype": linktype, "packets": len(frames)}
-        write_json(document(run, info), json_path, indent=1)
-    return run
+        write_json(document(result, info), json_path, indent=1)
+    return result

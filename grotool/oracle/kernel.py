@@ -1,15 +1,50 @@
-"""Replay frames through the real kernel's GRO and capture what it delivers.
+"""Replay Ethernet frames through the real kernel's GRO and capture what it
+delivers (shared/spec/kernel-oracle.md, sections 2 and 3).
 
-The batch protocol of shared/spec/kernel-oracle.md: for each batch of at most
-64 frames, a primer control frame puts the receiving veth's NAPI into deferred
-mode with its gro_flush_timeout timer armed; the batch, padded to exactly 64
-frames with non-IP fillers, then waits in veth's ring until the timer poll
-takes all of it at once, exhausts the budget and (HZ < 1000) flushes
-everything.  So every batch is exactly one NAPI poll that starts and ends with
-empty GRO state: the conditions `grotool replay --device veth` models.
+The batch protocol.  For each batch of at most 64 frames:
 
-Completion is known by accounting (segments seen == frames sent), never by a
-sentinel: a non-GRO frame is delivered before the aggregates still held.
+1. a *primer* control frame (ethertype 0x88b5, carrying a per-run nonce) is
+   sent.  Its NAPI poll runs at once, inside the send, and with
+   napi_defer_hard_irqs = 1 it completes "deferred": the gro_flush_timeout
+   timer T is armed and veth stops scheduling NAPI for new frames;
+2. once the primer has been captured, the batch is sent, padded to exactly 64
+   frames with filler control frames.  The frames wait in veth's ring;
+3. the timer's poll takes all 64 (the budget), so at HZ < 1000 GRO is flushed
+   completely at its end, and the repoll that follows finds no work and
+   completes NAPI.  Every batch is one poll that starts and ends with empty
+   GRO state: the model of ``grotool replay --device veth``;
+4. completion is known by accounting: the segments of the non-control
+   packets captured (gso_segs = ceil(L4 payload / gso_size), or 1) add up to
+   the frames sent.  Not by a sentinel: a non-GRO frame is delivered before
+   the aggregates still held;
+5. if sending took longer than T/2 (measured from the primer), the timer may
+   have cut the batch in two: its output is discarded and the batch replayed,
+   at most MAX_REPLAYS times, after which the run is marked unreliable.
+
+Checksum modes (``csum``), the kernel counterparts of ``grotool replay --csum``.
+Frames injected through AF_PACKET are CHECKSUM_NONE, so GRO validates the
+TCP/UDP and IPv4 header checksums in software, and a bad one makes the frame
+go up alone:
+
+* ``auto`` (the default): a TCP/UDP checksum field holding the pseudo-header
+  seed (what a capture taken on a sender with TX checksum offload shows) is
+  recomputed before injection; every other frame is injected as it is, so a
+  really bad checksum stays bad and is treated as bad.  This is what
+  ``grotool replay --csum auto`` (also its default) models: seed = offloaded
+  and valid, anything else verified.  It was chosen over injecting the seed
+  frames as CHECKSUM_PARTIAL because then every frame enters GRO in the same
+  checksum state (NONE, validated in software), as in the simulation's verify
+  path; a flow mixing PARTIAL and validated frames would be judged differently
+  by fraglist GRO, which requires equal checksum states.  The cost: a seed
+  frame that goes up alone is delivered with its full checksum, not the seed.
+* ``fix``: the IPv4 header checksum(s) and the TCP/UDP checksum of every frame
+  are recomputed: nothing is flushed for a checksum.
+* ``trust``: TCP/UDP frames are injected with a virtio_net_hdr carrying
+  VIRTIO_NET_HDR_F_NEEDS_CSUM (csum_start/csum_offset at the L4 checksum), so
+  the kernel takes them as CHECKSUM_PARTIAL, a checksum still to be computed,
+  i.e. valid: the counterpart of ``grotool replay --csum trust``.  The bytes
+  are not changed; the IPv4 header checksum is still verified.
+* ``verify``: every frame as it is.
 """
 
 from __future__ import annotations
@@ -21,276 +56,343 @@ import select
 import signal
 import socket
 import struct
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..engine import csum as ck
-from ..errors import EnvironmentProblem
-from .netns import RX_DEV, TX_DEV, VethNamespace
+from ..errors import EnvironmentProblem, InputError
+from . import frames as fr
+from .frames import fix_checksums, parse, to_ethernet  # re-exported: callers use kernel.parse
+from .netns import MTU, RX_DEV, TX_DEV, VethNamespace
+
+__all__ = ["KernelSession", "KernelReplayResult", "KernelRun", "DeliveredPacket", "DeliveredList", "BatchInfo",
+           "UnreliableRun", "kernel_replay", "replay_frames", "prepare_frame", "check_frame", "frame_problem",
+           "parse", "fix_checksums", "to_ethernet", "CSUM_MODES", "DEFAULT_CSUM", "BUDGET", "MAX_REPLAYS"]
 
 ETH_P_ALL = 0x0003
 CONTROL_ETHERTYPE = 0x88B5
+CONTROL_MAGIC = b"GROTOOL-ORACLE"
 SOL_PACKET = 263
 PACKET_AUXDATA = 8
 PACKET_STATISTICS = 6
 PACKET_VNET_HDR = 15
 PACKET_OUTGOING = 4
+SO_RCVBUFFORCE = 33
+SO_SNDBUFFORCE = 32
+TP_STATUS_CSUMNOTREADY = 1 << 3
 TP_STATUS_VLAN_VALID = 1 << 4
 TP_STATUS_VLAN_TPID_VALID = 1 << 6
-TP_STATUS_CSUMNOTREADY = 1 << 3
 TP_STATUS_CSUM_VALID = 1 << 7
-VNET_HDR = struct.Struct("=BBHHHH")
+AUXDATA = struct.Struct("=IIIHHHH")
+VNET_HDR = struct.Struct("=BBHHHH")        # flags, gso_type, hdr_len, gso_size, csum_start, csum_offset
 VNET_F_NEEDS_CSUM = 1
 VNET_F_DATA_VALID = 2
-VNET_GSO_NAMES = {0: "none", 1: "tcpv4", 3: "udp", 4: "tcpv6", 5: "udp_l4"}
 VNET_GSO_ECN = 0x80
-BATCH = 64
+VNET_GSO_NAMES = {1: "tcpv4", 3: "udp", 4: "tcpv6", 5: "udp_l4"}
 
+BUDGET = 64                    # veth's NAPI weight
+FLUSH_TIMEOUT_NS = 5_000_000   # gro_flush_timeout T
+MAX_REPLAYS = 3
+MAX_FRAME = MTU + fr.ETH_HLEN  # plus 4 for a VLAN-tagged frame (AF_PACKET allows one tag beyond the MTU)
 CSUM_MODES = ("auto", "fix", "trust", "verify")
+DEFAULT_CSUM = "auto"
+_RECV_BUF = 1 << 17
 
 
-# -- frame parsing ---------------------------------------------------------------------
-@dataclass
-class Parsed:
-    l3: int
-    l4: int
-    family: int
-    proto: int
-    flow: tuple
-    seq: Optional[int] = None
-    payload: int = 0
-    flags: int = 0
-    payload_off: int = 0
-
-
-def parse(frame: bytes) -> Optional[Parsed]:
-    """Ethernet (+VLANs) / IPv4 / IPv6 (+HBH, Routing, DstOpts), one level of
-    IP-in-IP, then TCP or UDP; else None."""
-    if len(frame) < 14:
-        return None
-    vlans = []
-    etype = (frame[12] << 8) | frame[13]
-    off = 14
-    while etype in (0x8100, 0x88A8) and len(frame) >= off + 4:
-        vlans.append(((frame[off] << 8) | frame[off + 1]) & 0x0FFF)
-        etype = (frame[off + 2] << 8) | frame[off + 3]
-        off += 4
-    outer = ()
-    for _level in range(2):
-        if etype == 0x0800 and len(frame) >= off + 20 and frame[off] >> 4 == 4:
-            ihl = (frame[off] & 0x0F) * 4
-            if struct.unpack_from("!H", frame, off + 6)[0] & 0x3FFF:
-                return None
-            proto = frame[off + 9]
-            end = off + struct.unpack_from("!H", frame, off + 2)[0]
-            src, dst = frame[off + 12:off + 16], frame[off + 16:off + 20]
-            l4 = off + ihl
-            family = 4
-        elif etype == 0x86DD and len(frame) >= off + 40:
-            proto = frame[off + 6]
-            l4 = off + 40
-            end = l4 + struct.unpack_from("!H", frame, off + 4)[0]
-            src, dst = frame[off + 8:off + 24], frame[off + 24:off + 40]
-            while proto in (0, 43, 60) and len(frame) >= l4 + 8:
-                proto, l4 = frame[l4], l4 + (frame[l4 + 1] + 1) * 8
-            family = 6
-        else:
-            return None
-        if proto in (4, 41) and not outer:
-            outer = (src, dst)
-            etype = 0x0800 if proto == 4 else 0x86DD
-            off = l4
-            continue
-        break
-    end = min(end, len(frame))
-    if proto == 6 and len(frame) >= l4 + 20:
-        sport, dport, seq = struct.unpack_from("!HHI", frame, l4)
-        thlen = (frame[l4 + 12] >> 4) * 4
-        flow = ("tcp", src, dst, sport, dport, tuple(vlans)) + outer
-        return Parsed(off, l4, family, 6, flow, seq, max(0, end - l4 - thlen), frame[l4 + 13], l4 + thlen)
-    if proto == 17 and len(frame) >= l4 + 8:
-        sport, dport = struct.unpack_from("!HH", frame, l4)
-        flow = ("udp", src, dst, sport, dport, tuple(vlans)) + outer
-        return Parsed(off, l4, family, 17, flow, None, max(0, end - l4 - 8), 0, l4 + 8)
-    return None
-
-
-def _pseudo(frame: bytes, p: Parsed, length: int) -> int:
-    if p.family == 4:
-        return ck.pseudo4(frame[p.l3 + 12:p.l3 + 16], frame[p.l3 + 16:p.l3 + 20], p.proto, length)
-    return ck.pseudo6(frame[p.l3 + 8:p.l3 + 24], frame[p.l3 + 24:p.l3 + 40], p.proto, length)
-
-
-def _l4_end(frame: bytes, p: Parsed) -> int:
-    if p.family == 4:
-        return min(len(frame), p.l3 + struct.unpack_from("!H", frame, p.l3 + 2)[0])
-    return min(len(frame), p.l3 + 40 + struct.unpack_from("!H", frame, p.l3 + 4)[0])
-
-
-def holds_seed(frame: bytes, p: Parsed) -> bool:
-    """The L4 checksum field holds exactly the pseudo-header seed (sender offload)."""
-    at = p.l4 + (16 if p.proto == 6 else 6)
-    if len(frame) < at + 2:
-        return False
-    field_value = (frame[at] << 8) | frame[at + 1]
-    return field_value == ck.fold(_pseudo(frame, p, _l4_end(frame, p) - p.l4))
-
-
-def fix_checksums(frame: bytes) -> bytes:
-    """Recompute the IPv4 header checksum and the TCP/UDP checksum."""
-    p = parse(frame)
-    if p is None:
-        return frame
-    buf = bytearray(frame)
-    if p.family == 4:
-        ihl = (buf[p.l3] & 0x0F) * 4
-        buf[p.l3 + 10:p.l3 + 12] = b"\0\0"
-        buf[p.l3 + 10:p.l3 + 12] = struct.pack("!H", ck.complement(ck.sum16(bytes(buf[p.l3:p.l3 + ihl]))))
-    end = _l4_end(frame, p)
-    at = p.l4 + (16 if p.proto == 6 else 6)
-    if p.proto == 17 and frame[at:at + 2] == b"\0\0":
-        return bytes(buf)              # UDP without checksum stays without one
-    buf[at:at + 2] = b"\0\0"
-    total = _pseudo(frame, p, end - p.l4) + ck.sum16(bytes(buf[p.l4:end]))
-    buf[at:at + 2] = struct.pack("!H", ck.complement(total))
-    return bytes(buf)
-
-
-# -- link types ------------------------------------------------------------------------
-FAKE_MACS = bytes.fromhex("020000000002") + bytes.fromhex("020000000001")
-
-
-def to_ethernet(linktype: int, data: bytes) -> bytes:
-    """Frames as veth takes them: raw IP and cooked captures get a fixed Ethernet header."""
-    if linktype == 1:
-        return data
-    if linktype in (101, 228, 229, 12, 14):
-        version = data[0] >> 4 if data else 0
-        etype = 0x86DD if version == 6 else 0x0800
-        return FAKE_MACS + struct.pack("!H", etype) + data
-    if linktype == 113 and len(data) >= 16:
-        return FAKE_MACS + data[14:16] + data[16:]
-    if linktype == 276 and len(data) >= 20:
-        return FAKE_MACS + data[0:2] + data[20:]
-    return FAKE_MACS + b"\x88\xb6" + data
-
-
-# -- results ---------------------------------------------------------------------------
+# -----------------------------------------------------------------------------
+# results
+# -----------------------------------------------------------------------------
 @dataclass
 class DeliveredPacket:
-    data: bytes
-    gso_type: str
+    """One packet the kernel delivered, as the capture socket saw it."""
+
+    data: bytes                     # Ethernet frame (a stripped VLAN tag reinserted)
+    gso_type: List[str]             # virtio gso type, decoded: [] or e.g. ["tcpv4"], ["tcpv6", "tcp_ecn"]
     gso_size: int
-    segs: int
-    csum: str
-    covers: List[int] = field(default_factory=list)
-    ts: int = 0
+    gso_segs: int                   # ceil(L4 payload / gso_size), 1 for a non-GSO packet
+    csum: str                       # vnet header flags: "partial" (NEEDS_CSUM), "valid" (DATA_VALID) or "none"
+    covers: List[int] = field(default_factory=list)   # input frame indices (whole run)
+    ts: int = 0                     # timestamp of the first input frame it covers
     batch: int = 0
+    vnet: Dict[str, int] = field(default_factory=dict)
+    tp_status: int = 0
+
+    @property
+    def segs(self) -> int:
+        return self.gso_segs
+
+    @property
+    def is_gso(self) -> bool:
+        return bool(self.gso_type)
 
 
 @dataclass
 class BatchInfo:
     index: int
+    first_frame: int
     frames: int
     attempts: int
     send_us: float
     ok: bool
+    packets: int = 0
 
 
 @dataclass
-class KernelRun:
+class KernelReplayResult:
     packets: List[DeliveredPacket]
     batches: List[BatchInfo]
     drops: Dict[str, int]
     reliable: bool
-    settings: dict
-    warnings: List[str]
+    settings: dict = field(default_factory=dict)
+    warnings: List[str] = field(default_factory=list)
+    kernel: str = ""
+    unmatched_packets: int = 0      # delivered packets not traced back to input frames
+    uncovered_frames: int = 0       # input frames found in no delivered packet
+    link_counters: Dict[str, Dict[str, int]] = field(default_factory=dict)   # per veth end, deltas
+
+
+class DeliveredList(list):
+    """What replay_frames returns: the list of DeliveredPacket, in delivery
+    order, that also carries the rest of the run (``reliable``, ``batches``,
+    ``drops``, ``warnings``, ``settings``; ``packets`` is the list itself)."""
+
+    def __init__(self, result: "KernelReplayResult"):
+        super().__init__(result.packets)
+        self.result = result
+
+    @property
+    def packets(self) -> "DeliveredList":
+        return self
+
+    def __getattr__(self, name):
+        if name == "result":
+            raise AttributeError(name)
+        return getattr(self.result, name)
+
+
+KernelRun = KernelReplayResult      # older name
+
+
+class UnreliableRun(EnvironmentProblem):
+    """The kernel dropped frames or a batch could not be replayed cleanly."""
 
 
 class _Abort(BaseException):
-    """Raised from a signal handler so every cleanup path runs."""
+    """Raised from a signal handler so that every cleanup path runs."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
 
 
-# -- the replay ------------------------------------------------------------------------
-class KernelOracle:
-    def __init__(self, ns: VethNamespace, csum: str, batch: int, nonce: bytes):
-        self.ns = ns
-        self.csum = csum
-        self.batch = batch
-        self.nonce = nonce
-        self.vnet_tx = csum in ("auto", "trust")
-        self.timer_s = ns.flush_timeout_ns / 1e9
+# -----------------------------------------------------------------------------
+# checksum preparation of injected frames
+# -----------------------------------------------------------------------------
+_NO_VNET = VNET_HDR.pack(0, 0, 0, 0, 0, 0)
+
+
+def prepare_frame(frame: bytes, csum: str) -> Tuple[bytes, bytes]:
+    """(frame to inject, virtio_net_hdr or b"") under a --csum mode."""
+    if csum == "auto":
+        return fr.fix_seed_checksum(frame)[0], b""
+    if csum == "fix":
+        return fr.fix_checksums(frame), b""
+    if csum == "trust":
+        p = fr.parse(frame)
+        if p is not None and p.l4_end >= p.payload_off and not (
+                p.proto == fr.IPPROTO_UDP and fr.l4_check_field(frame, p) == 0):
+            return frame, VNET_HDR.pack(VNET_F_NEEDS_CSUM, 0, 0, 0, p.l4, p.check_at - p.l4)
+        return frame, _NO_VNET
+    return frame, b""
+
+
+# -----------------------------------------------------------------------------
+# the session: one namespace, its two sockets, any number of replays
+# -----------------------------------------------------------------------------
+class KernelSession:
+    """A namespace with its sockets, reusable for many replays (the namespace
+    setup costs about 0.1 s).  Use as a context manager::
+
+        with KernelSession(udp_gro="off") as ks:
+            result = ks.replay(frames)
+
+    Inside the ``with``, SIGTERM and SIGHUP (and SIGALRM for the
+    ``max_seconds`` deadline) raise through every cleanup path when the
+    session lives in the main thread; the namespace is also removed at exit.
+    """
+
+    def __init__(self, udp_gro: str = "off", *, max_seconds: float = 300,
+                 flush_timeout_ns: int = FLUSH_TIMEOUT_NS, log: Optional[Callable[[str], None]] = None,
+                 reported_seconds: Optional[float] = None):
+        self.ns = VethNamespace(udp_gro=udp_gro, flush_timeout_ns=flush_timeout_ns, defer_hard_irqs=1)
+        self.max_seconds = float(max_seconds)
+        self.reported_seconds = float(reported_seconds if reported_seconds is not None else max_seconds)
+        self.log = log
+        self.timer_s = flush_timeout_ns / 1e9
+        self.nonce = os.urandom(8)
         self.counter = 0
+        self.rx: Optional[socket.socket] = None
+        self.tx: Optional[socket.socket] = None
+        self.tx_vnet: Optional[socket.socket] = None
+        self.deadline = 0.0
+        self._buf = bytearray(_RECV_BUF)
+        self._view = memoryview(self._buf)
+        self._old_handlers: Dict[int, object] = {}
+        self._old_timer: Tuple[float, float] = (0.0, 0.0)
+        self._signals = False
+        self._closing = False
+        self._late_signals: List[int] = []
+        self._entered_at = 0.0
 
-    def open(self) -> None:
+    # -- lifetime -------------------------------------------------------------------
+    def __enter__(self) -> "KernelSession":
+        self._entered_at = time.monotonic()
+        self.deadline = self._entered_at + self.max_seconds
+        self._install_signals()
+        atexit.register(self.ns.remove)
+        try:
+            self.ns.create()
+            self._open_sockets()
+        except BaseException as exc:
+            self.__exit__(type(exc), exc, None)
+            raise
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        """Close the sockets and remove the namespace with the signals blocked, so
+        that a second SIGTERM cannot cut the teardown short."""
+        mask = {signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGALRM}
+        old_mask = None
+        self._closing = True
+        caught = self._late_signals
+        if self._signals:
+            old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, mask)
+        try:
+            for s in (self.rx, self.tx, self.tx_vnet):
+                if s is not None:
+                    try:
+                        s.close()
+                    except OSError:
+                        pass
+            self.rx = self.tx = self.tx_vnet = None
+            self.ns.remove()
+            atexit.unregister(self.ns.remove)
+            if self._signals:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                # signals that came in while blocked are ours to handle, not the
+                # restored handlers' (the default for SIGALRM/SIGTERM kills the process)
+                pending = signal.sigpending() & {signal.SIGTERM, signal.SIGHUP, signal.SIGALRM}
+                for sig in pending:
+                    if signal.sigtimedwait({sig}, 0) is not None:
+                        caught.append(sig)
+            self._restore_signals()
+        finally:
+            self._closing = False
+            if old_mask is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        if isinstance(exc, _Abort):
+            self._raise_abort(exc)
+        if exc is None or not isinstance(exc, (SystemExit, KeyboardInterrupt, GeneratorExit)):
+            for sig in sorted(set(caught) - {signal.SIGALRM}):   # a deadline hit while finishing is moot
+                self._late_signals = []
+                self._raise_abort(_Abort(sig))
+        self._late_signals = []
+
+    def _raise_abort(self, exc: "_Abort") -> None:
+        if exc.signum == signal.SIGALRM:
+            raise EnvironmentProblem(f"kernel replay did not finish within {self.reported_seconds:g} s "
+                                     f"(--max-seconds)") from None
+        raise SystemExit(128 + exc.signum) from None
+
+    def _install_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return                         # deadline is then only checked between steps
+
+        def abort(signum, _frame):
+            if self._closing:               # tearing down already: note it, do not interrupt
+                self._late_signals.append(signum)
+                return
+            raise _Abort(signum)
+
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGALRM):
+            self._old_handlers[sig] = signal.signal(sig, abort)
+        self._old_timer = signal.setitimer(signal.ITIMER_REAL, self.max_seconds)
+        self._signals = True
+
+    def _restore_signals(self) -> None:
+        if not self._signals:
+            return
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        for sig, handler in self._old_handlers.items():
+            signal.signal(sig, handler)
+        remaining, interval = self._old_timer
+        if remaining > 0:                   # give back someone else's timer, minus the time we used
+            left = remaining - (time.monotonic() - self._entered_at)
+            signal.setitimer(signal.ITIMER_REAL, max(left, 0.001), interval)
+        self._old_handlers.clear()
+        self._signals = False
+
+    def _check_deadline(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise EnvironmentProblem(f"kernel replay did not finish within {self.reported_seconds:g} s "
+                                     f"(--max-seconds)")
+
+    def _open_sockets(self) -> None:
         back = self.ns.enter()
         try:
             rx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-            rx.setsockopt(socket.SOL_SOCKET, 33, 256 << 20)        # SO_RCVBUFFORCE
+            rx.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 256 << 20)
             rx.setsockopt(SOL_PACKET, PACKET_VNET_HDR, 1)
             rx.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
             rx.bind((RX_DEV, ETH_P_ALL))
+            # protocol 0: the sending sockets receive nothing
             tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
-            tx.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 << 20)
-            if self.vnet_tx:
-                tx.setsockopt(SOL_PACKET, PACKET_VNET_HDR, 1)
+            tx.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, 64 << 20)
             tx.bind((TX_DEV, 0))
+            tx_vnet = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+            tx_vnet.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, 64 << 20)
+            tx_vnet.setsockopt(SOL_PACKET, PACKET_VNET_HDR, 1)
+            tx_vnet.bind((TX_DEV, 0))
         finally:
             self.ns.leave(back)
-        self.rx, self.tx = rx, tx
+        self.rx, self.tx, self.tx_vnet = rx, tx, tx_vnet
         self._drain()
+        self._socket_stats()             # reading PACKET_STATISTICS resets it
 
-    def close(self) -> None:
-        for s in (getattr(self, "rx", None), getattr(self, "tx", None)):
-            if s is not None:
-                s.close()
-
-    # control frames carry the run's nonce, so stray traffic is never mistaken for them
+    # -- control frames -------------------------------------------------------------------
     def _control(self, kind: int) -> bytes:
         self.counter += 1
-        body = b"GROTOOL" + self.nonce + bytes([kind]) + struct.pack("!I", self.counter)
-        frame = b"\xff" * 6 + bytes.fromhex("020000000001") + struct.pack("!H", CONTROL_ETHERTYPE) + body
+        body = CONTROL_MAGIC + self.nonce + bytes([kind]) + struct.pack("!I", self.counter)
+        frame = b"\xff" * 6 + fr.FAKE_SRC_MAC + struct.pack("!H", CONTROL_ETHERTYPE) + body
         return frame + b"\0" * (60 - len(frame))
 
-    def _is_control(self, frame: bytes) -> bool:
-        return len(frame) >= 29 and frame[12:14] == b"\x88\xb5" and frame[14:21] == b"GROTOOL" \
-            and frame[21:29] == self.nonce
+    def _is_control(self, frame) -> bool:
+        n = len(CONTROL_MAGIC)
+        return (len(frame) >= 14 + n + 8 and frame[12] == 0x88 and frame[13] == 0xB5
+                and frame[14:14 + n] == CONTROL_MAGIC and frame[14 + n:22 + n] == self.nonce)
 
-    def _prepare(self, frame: bytes) -> Tuple[bytes, bytes]:
-        """(vnet header or b"", frame) for injection under the --csum mode."""
-        if self.csum == "fix":
-            return b"", fix_checksums(frame)
-        if not self.vnet_tx:
-            return b"", frame
-        p = parse(frame)
-        needs = p is not None and (self.csum == "trust" or holds_seed(frame, p))
-        if needs:
-            # CHECKSUM_PARTIAL: the kernel treats the L4 checksum as still to be filled in
-            return VNET_HDR.pack(VNET_F_NEEDS_CSUM, 0, 0, 0, p.l4, 16 if p.proto == 6 else 6), frame
-        return VNET_HDR.pack(0, 0, 0, 0, 0, 0), frame
-
-    def _send(self, frame: bytes, vnet: bool = None) -> None:
-        if self.vnet_tx:
-            self.tx.send(VNET_HDR.pack(0, 0, 0, 0, 0, 0) + frame)
-        else:
-            self.tx.send(frame)
-
-    def _recv(self, timeout: float) -> Optional[Tuple[bytes, tuple, int]]:
+    # -- socket I/O -------------------------------------------------------------------------
+    def _recv(self, timeout: float):
+        """(frame, vnet tuple, tp_status) of the next captured packet; None on timeout;
+        (None, None, 0) for a packet to ignore."""
         ready, _, _ = select.select([self.rx], [], [], max(0.0, timeout))
         if not ready:
             return None
-        data, anc, _flags, addr = self.rx.recvmsg(1 << 20, socket.CMSG_SPACE(20))
+        n, anc, flags, addr = self.rx.recvmsg_into([self._view], socket.CMSG_SPACE(AUXDATA.size))
         if addr[2] == PACKET_OUTGOING:
-            return (b"", (), -1)
-        vnet = VNET_HDR.unpack_from(data, 0)
-        frame = data[VNET_HDR.size:]
+            return None, None, 0
+        if flags & socket.MSG_TRUNC or n < VNET_HDR.size:
+            raise EnvironmentProblem(f"kernel replay: a captured packet did not fit the {_RECV_BUF}-byte buffer")
+        vnet = VNET_HDR.unpack_from(self._buf, 0)
+        frame = bytes(self._view[VNET_HDR.size:n])
         status = 0
         for level, ctype, cdata in anc:
-            if level == SOL_PACKET and ctype == PACKET_AUXDATA and len(cdata) >= 20:
-                status, _len, _snap, _mac, _net, tci, tpid = struct.unpack_from("=IIIHHHH", cdata)
+            if level == SOL_PACKET and ctype == PACKET_AUXDATA and len(cdata) >= AUXDATA.size:
+                status, _len, _snap, _mac, _net, tci, tpid = AUXDATA.unpack_from(cdata)
                 if status & TP_STATUS_VLAN_VALID:
-                    tpid = tpid if status & TP_STATUS_VLAN_TPID_VALID and tpid else 0x8100
+                    if not (status & TP_STATUS_VLAN_TPID_VALID and tpid):
+                        tpid = 0x8100
                     frame = frame[:12] + struct.pack("!HH", tpid, tci) + frame[12:]
         return frame, vnet, status
 
@@ -298,187 +400,231 @@ class KernelOracle:
         while self._recv(0.0) is not None:
             pass
 
-    def stats(self) -> Tuple[int, int]:
+    def _socket_stats(self) -> Tuple[int, int]:
         raw = self.rx.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8)
         return struct.unpack("=II", raw)
 
-    def run_batch(self, frames: Sequence[bytes]) -> Tuple[List[DeliveredPacket], int, float, bool]:
-        """One poll's worth; returns (packets, attempts, send time in µs, complete)."""
-        prepared = [self._prepare(f) for f in frames]
-        fillers = [self._control(2) for _ in range(self.batch - len(frames))]
-        attempts = 0
+    # -- one batch ---------------------------------------------------------------------------
+    def _send_batch(self, prepared: Sequence[Tuple[bytes, bytes]], fillers: Sequence[bytes]) -> float:
+        """Primer, wait for it, then the batch; returns seconds from primer to last frame sent."""
+        primer = self._control(1)
+        t0 = time.monotonic()
+        try:
+            self.tx.send(primer)
+        except OSError as exc:
+            raise EnvironmentProblem(f"kernel replay: sending on {TX_DEV} failed: {exc.strerror}") from None
+        wait_until = t0 + 1.0 + 3 * self.timer_s
         while True:
-            attempts += 1
-            primer = self._control(1)
-            self._send(primer)
-            deadline = time.monotonic() + 1.0 + 3 * self.timer_s
-            seen_primer = False
-            while time.monotonic() < deadline:
-                got = self._recv(deadline - time.monotonic())
-                if got is None:
-                    break
-                if got[0][:33] == primer[:33]:
-                    seen_primer = True
-                    break
-            if not seen_primer:
-                raise EnvironmentProblem("kernel replay: the primer frame never came back (is veth GRO working?)")
-            start = time.monotonic()
-            for vh, fr in prepared:
-                self.tx.send(vh + fr)
-            for fr in fillers:
-                self._send(fr)
-            send_s = time.monotonic() - start
-            packets, complete = self._collect(len(frames))
-            if send_s <= self.timer_s / 2 or attempts >= 3:
-                ok = complete and send_s <= self.timer_s / 2
-                return packets, attempts, send_s * 1e6, ok
-            self._drain()            # too slow: the timer may have split the batch; replay it
+            got = self._recv(wait_until - time.monotonic())
+            if got is None:
+                raise EnvironmentProblem("kernel replay: the primer frame never arrived on the receiving veth")
+            if got[0] is not None and got[0][:len(primer)] == primer:
+                break
+        tx, tx_vnet = self.tx, self.tx_vnet
+        try:
+            for frame, vnet in prepared:
+                if vnet:
+                    tx_vnet.send(vnet + frame)
+                else:
+                    tx.send(frame)
+            for frame in fillers:
+                tx.send(frame)
+        except OSError as exc:
+            raise EnvironmentProblem(f"kernel replay: sending a frame on {TX_DEV} failed: {exc.strerror}") from None
+        return time.monotonic() - t0
 
     def _collect(self, expected: int) -> Tuple[List[DeliveredPacket], bool]:
         packets: List[DeliveredPacket] = []
         segs_seen = 0
-        deadline = time.monotonic() + 3 * self.timer_s + 0.5
+        until = time.monotonic() + 3 * self.timer_s + 0.5
         while segs_seen < expected:
-            got = self._recv(deadline - time.monotonic())
+            got = self._recv(until - time.monotonic())
             if got is None:
                 return packets, False
             frame, vnet, status = got
-            if not frame or self._is_control(frame):
+            if frame is None or self._is_control(frame):
                 continue
-            flags, gso_type, _hdr_len, gso_size, _cs, _co = vnet
-            base = gso_type & ~VNET_GSO_ECN
-            segs = 1
-            if base and gso_size:
-                p = parse(frame)
-                payload = p.payload if p is not None else 0
-                segs = max(1, -(-payload // gso_size))
-            name = VNET_GSO_NAMES.get(base, f"type{base}") + ("+ecn" if gso_type & VNET_GSO_ECN else "")
-            cs = "partial" if flags & VNET_F_NEEDS_CSUM else "valid" if flags & VNET_F_DATA_VALID else "none"
-            packets.append(DeliveredPacket(frame, name if base else "none", gso_size if base else 0, segs, cs))
-            segs_seen += segs
-        # anything still arriving belongs to this batch only if it is not a control frame
+            pkt = _delivered(frame, vnet, status, 1 if status & TP_STATUS_VLAN_VALID else 0)
+            packets.append(pkt)
+            segs_seen += pkt.gso_segs
         return packets, segs_seen == expected
 
+    def run_batch(self, chunk: Sequence[bytes], csum: str) -> Tuple[List[DeliveredPacket], List[bytes], int, float, bool]:
+        """One NAPI poll's worth: (packets, injected frames, attempts, send µs, ok)."""
+        prepared = [prepare_frame(f, csum) for f in chunk]
+        injected = [f for f, _ in prepared]
+        attempts = 0
+        while True:
+            attempts += 1
+            self._check_deadline()
+            fillers = [self._control(2) for _ in range(BUDGET - len(chunk))]
+            send_s = self._send_batch(prepared, fillers)
+            packets, complete = self._collect(len(chunk))
+            in_time = send_s <= self.timer_s / 2
+            if in_time and complete:
+                return packets, injected, attempts, send_s * 1e6, True
+            if attempts > MAX_REPLAYS:
+                return packets, injected, attempts, send_s * 1e6, False
+            # too slow (the timer may have cut the batch) or not all accounted for: replay it.
+            # Anything late from this attempt is discarded while waiting for the next primer.
+            if not complete:
+                time.sleep(3 * self.timer_s)
+            self._drain()
 
-def map_inputs(inputs: Sequence[bytes], packets: List[DeliveredPacket], first_index: int) -> int:
-    """Fill each packet's `covers` with the input indices it is made of; returns unmatched count."""
-    parsed = [parse(f) for f in inputs]
-    used = [False] * len(inputs)
-    unmatched = 0
-    for pkt in packets:
-        p = parse(pkt.data)
-        covers: List[int] = []
-        if p is not None and p.proto == 6:
-            start = None
-            for i, q in enumerate(parsed):
-                if not used[i] and q is not None and q.flow == p.flow and q.seq == p.seq:
-                    start = i
-                    break
-            if start is not None:
-                need_bytes, need_segs = p.payload, pkt.segs
-                seq = p.seq
-                for i in range(start, len(inputs)):
-                    q = parsed[i]
-                    if used[i] or q is None or q.flow != p.flow or q.seq != seq:
-                        continue
-                    covers.append(i)
-                    used[i] = True
-                    seq = (seq + q.payload) & 0xFFFFFFFF
-                    need_bytes -= q.payload
-                    need_segs -= 1
-                    if need_segs <= 0 or need_bytes <= 0:
-                        break
-        elif p is not None and p.proto == 17 and pkt.segs > 1:
-            for i, q in enumerate(parsed):
-                if not used[i] and q is not None and q.flow == p.flow:
-                    covers.append(i)
-                    used[i] = True
-                    if len(covers) == pkt.segs:
-                        break
-        if not covers:
-            for i, f in enumerate(inputs):
-                if not used[i] and f == pkt.data:
-                    covers.append(i)
-                    used[i] = True
-                    break
-        if not covers:
-            for i, q in enumerate(parsed):      # a single packet whose bytes the kernel changed
-                if not used[i] and p is not None and q is not None and q.flow == p.flow and q.seq == p.seq:
-                    covers.append(i)
-                    used[i] = True
-                    break
-        if not covers:
-            unmatched += 1
-        pkt.covers = [first_index + i for i in covers]
-    return unmatched
+    # -- a replay --------------------------------------------------------------------------------
+    def replay(self, frames: Sequence[bytes], timestamps: Optional[Sequence[int]] = None, *,
+               csum: str = DEFAULT_CSUM, batch: int = BUDGET) -> KernelReplayResult:
+        """Replay Ethernet frames; ``timestamps`` (ns, one per frame) become the
+        timestamps of the delivered packets (first frame covered)."""
+        if csum not in CSUM_MODES:
+            raise ValueError(f"csum must be one of {CSUM_MODES}")
+        if not 1 <= batch <= BUDGET:
+            raise ValueError(f"batch must be 1..{BUDGET} (the veth NAPI budget)")
+        if self.rx is None:
+            raise RuntimeError("KernelSession.replay outside its 'with' block")
+        frames = [bytes(f) for f in frames]
+        for i, f in enumerate(frames):
+            check_frame(f, i)
+        if timestamps is None:
+            timestamps = list(range(len(frames)))
+        elif len(timestamps) != len(frames):
+            raise ValueError("one timestamp per frame")
+        links0 = self.ns.link_counters()
+        self._socket_stats()
+        warnings: List[str] = []
+        packets: List[DeliveredPacket] = []
+        batches: List[BatchInfo] = []
+        unmatched = 0
+        covered = [False] * len(frames)
+        for b, start in enumerate(range(0, len(frames), batch)):
+            chunk = frames[start:start + batch]
+            got, injected, attempts, send_us, ok = self.run_batch(chunk, csum)
+            if attempts > 1:
+                warnings.append(f"batch {b} (frames {start}..{start + len(chunk) - 1}) was sent "
+                                f"{attempts} times" + ("" if ok else ", never cleanly: its result is unreliable"))
+            elif not ok:
+                warnings.append(f"batch {b}: not every segment was accounted for")
+            mapping = fr.map_batch(injected, [(p.data, p.gso_segs, p.is_gso) for p in got])
+            for pkt, covers in zip(got, mapping):
+                pkt.batch = b
+                pkt.covers = [start + i for i in covers]
+                for i in pkt.covers:
+                    covered[i] = True
+                if covers:
+                    pkt.ts = timestamps[min(pkt.covers)]
+                else:
+                    unmatched += 1
+                    pkt.ts = timestamps[start]
+            packets.extend(got)
+            batches.append(BatchInfo(b, start, len(chunk), attempts, round(send_us, 1), ok, len(got)))
+            if self.log:
+                self.log(f"batch {b}: {len(chunk)} frames -> {len(got)} packets"
+                         + (f" ({attempts} attempts)" if attempts > 1 else ""))
+        _tp_packets, tp_drops = self._socket_stats()
+        links1 = self.ns.link_counters()
+
+        def delta(dev: str, counter: str) -> int:
+            return links1.get(dev, {}).get(counter, 0) - links0.get(dev, {}).get(counter, 0)
+
+        counters = {dev: {c: delta(dev, c) for c in ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped")}
+                    for dev in (TX_DEV, RX_DEV)}
+        drops = {"capture_socket": tp_drops,
+                 "veth_rx_dropped": counters[TX_DEV]["rx_dropped"] + counters[RX_DEV]["rx_dropped"],
+                 "veth_tx_dropped": counters[TX_DEV]["tx_dropped"] + counters[RX_DEV]["tx_dropped"]}
+        if any(drops.values()):
+            warnings.append("drops: " + ", ".join(f"{k} {v}" for k, v in drops.items() if v))
+        uncovered = covered.count(False)
+        if unmatched:
+            warnings.append(f"{unmatched} delivered packets could not be traced to input frames")
+        if uncovered:
+            warnings.append(f"{uncovered} input frames are in no delivered packet")
+        settings = self.ns.settings()
+        settings.update({"csum": csum, "batch": batch, "budget": BUDGET, "max_replays": MAX_REPLAYS,
+                         "kernel": platform.release()})
+        reliable = all(bt.ok for bt in batches) and not any(drops.values())
+        return KernelReplayResult(packets, batches, drops, reliable, settings, warnings, platform.release(),
+                                  unmatched, uncovered, counters)
 
 
-def replay_frames(frames: Sequence[bytes], timestamps: Optional[Sequence[int]] = None, *, csum: str = "auto",
-                  udp_gro: str = "off", batch: int = BATCH, max_seconds: float = 300,
-                  log: Optional[Callable[[str], None]] = None) -> KernelRun:
-    """Replay Ethernet frames through the real kernel's veth GRO (root needed)."""
-    if csum not in CSUM_MODES:
-        raise ValueError(f"csum must be one of {CSUM_MODES}")
-    if not 1 <= batch <= BATCH:
-        raise ValueError("batch must be 1..64 (the veth NAPI budget)")
-    if timestamps is None:
-        timestamps = list(range(len(frames)))
-    ns = VethNamespace(udp_gro=udp_gro)
-    warnings: List[str] = []
-    packets: List[DeliveredPacket] = []
-    batches: List[BatchInfo] = []
-    old_handlers = {}
+def _gso_payload(frame: bytes, base: int, csum_start: int, flags: int, tags: int) -> Optional[int]:
+    """L4 payload bytes of a GSO packet: from the parsed headers, or else from the
+    vnet header's csum_start (the transport header, before any tag was reinserted)."""
+    p = fr.parse(frame)
+    if p is not None:
+        return p.payload
+    if flags & VNET_F_NEEDS_CSUM and csum_start:
+        l4 = csum_start + 4 * tags
+        if base in (1, 4) and len(frame) >= l4 + 13:
+            return max(0, len(frame) - l4 - (frame[l4 + 12] >> 4) * 4)
+        if base == 5:
+            return max(0, len(frame) - l4 - 8)
+    return None
 
-    def abort(signum, _frame):
-        raise _Abort(signum)
 
-    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGALRM):
-        old_handlers[sig] = signal.signal(sig, abort)
-    atexit.register(ns.remove)
-    signal.setitimer(signal.ITIMER_REAL, max_seconds)
-    oracle = None
-    try:
-        with ns:
-            oracle = KernelOracle(ns, csum, batch, os.urandom(8))
-            oracle.open()
-            oracle.stats()                    # PACKET_STATISTICS resets on read: start from zero
-            for b, start in enumerate(range(0, len(frames), batch)):
-                chunk = frames[start:start + batch]
-                got, attempts, send_us, ok = oracle.run_batch(chunk)
-                if attempts > 1:
-                    warnings.append(f"batch {b} replayed {attempts} times (sending was slow)")
-                if not ok:
-                    warnings.append(f"batch {b}: not every segment was accounted for")
-                unmatched = map_inputs(chunk, got, start)
-                if unmatched:
-                    warnings.append(f"batch {b}: {unmatched} delivered packets not matched to inputs")
-                for pkt in got:
-                    pkt.batch = b
-                    pkt.ts = timestamps[pkt.covers[0]] if pkt.covers else timestamps[start]
-                packets.extend(got)
-                batches.append(BatchInfo(b, len(chunk), attempts, round(send_us, 1), ok))
-                if log:
-                    log(f"batch {b}: {len(chunk)} frames -> {len(got)} packets")
-            stats1 = oracle.stats()
-            links = ns.link_stats()
-            settings = ns.settings()
-            settings.update({"csum": csum, "batch": batch, "kernel": platform.release()})
-    except _Abort as exc:
-        signum = exc.args[0]
-        if signum == signal.SIGALRM:
-            raise EnvironmentProblem(f"kernel replay did not finish within {max_seconds:g} s") from None
-        raise SystemExit(128 + signum) from None
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        if oracle is not None:
-            oracle.close()
-        ns.remove()
-        atexit.unregister(ns.remove)
-        for sig, handler in old_handlers.items():
-            signal.signal(sig, handler)
-    drops = {"capture_socket": stats1[1] - 0, "veth_rx_dropped": sum(v["rx_dropped"] for v in links.values()),
-             "veth_tx_dropped": sum(v["tx_dropped"] for v in links.values())}
-    reliable = all(b.ok for b in batches) and not any(drops.values())
-    if any(drops.values()):
-        warnings.append(f"drops seen: {drops}")
-    return KernelRun(packets, batches, drops, reliable, settings, warnings)
+def _delivered(frame: bytes, vnet: tuple, status: int, tags: int = 0) -> DeliveredPacket:
+    flags, gso_type, hdr_len, gso_size, csum_start, csum_offset = vnet
+    base = gso_type & ~VNET_GSO_ECN
+    names: List[str] = []
+    segs = 1
+    if base:
+        names.append(VNET_GSO_NAMES.get(base, f"virtio_gso_{base}"))
+        if gso_type & VNET_GSO_ECN:
+            names.append("tcp_ecn")
+        payload = _gso_payload(frame, base, csum_start, flags, tags)
+        if gso_size and payload is not None:
+            segs = max(1, -(-payload // gso_size))
+    else:
+        gso_size = 0
+    csum = "partial" if flags & VNET_F_NEEDS_CSUM else "valid" if flags & VNET_F_DATA_VALID else "none"
+    return DeliveredPacket(frame, names, gso_size, segs, csum,
+                           vnet={"flags": flags, "gso_type": gso_type, "hdr_len": hdr_len, "gso_size": gso_size,
+                                 "csum_start": csum_start, "csum_offset": csum_offset},
+                           tp_status=status)
+
+
+def frame_problem(frame: bytes) -> Optional[str]:
+    """Why veth cannot carry this Ethernet frame, or None."""
+    if len(frame) < fr.ETH_HLEN:
+        return f"{len(frame)} bytes, shorter than an Ethernet header"
+    limit = MAX_FRAME + (4 if frame[12:14] in (b"\x81\x00", b"\x88\xa8") else 0)
+    if len(frame) > limit:
+        return f"{len(frame)} bytes, more than veth's MTU {MTU} allows ({limit} with the Ethernet header)"
+    return None
+
+
+def check_frame(frame: bytes, index: int) -> None:
+    """InputError for a frame veth cannot carry."""
+    problem = frame_problem(frame)
+    if problem:
+        raise InputError(f"frame {index} is {problem}")
+
+
+# -----------------------------------------------------------------------------
+# one-shot entry points
+# -----------------------------------------------------------------------------
+def kernel_replay(frames: Sequence[bytes], timestamps: Optional[Sequence[int]] = None, *,
+                  csum: str = DEFAULT_CSUM, udp_gro: str = "off", batch: int = BUDGET, max_seconds: float = 300,
+                  log: Optional[Callable[[str], None]] = None,
+                  reported_seconds: Optional[float] = None) -> KernelReplayResult:
+    """Replay Ethernet frames through the kernel in a fresh namespace; the full result."""
+    for i, f in enumerate(frames):
+        check_frame(f, i)
+    with KernelSession(udp_gro, max_seconds=max_seconds, log=log, reported_seconds=reported_seconds) as ks:
+        return ks.replay(frames, timestamps, csum=csum, batch=batch)
+
+
+def replay_frames(frames: Sequence[bytes], timestamps: Optional[Sequence[int]] = None, *,
+                  csum: str = DEFAULT_CSUM, udp_gro: str = "off", batch: int = BUDGET, max_seconds: float = 300,
+                  log: Optional[Callable[[str], None]] = None, require_reliable: bool = False) -> DeliveredList:
+    """Replay in-memory Ethernet frames in a fresh namespace; the delivered
+    packets in delivery order (a list that also has ``reliable``, ``batches``,
+    ``drops``, ``warnings``, ``settings``).
+
+    With ``require_reliable=True``, raises UnreliableRun (exit 4) when the kernel
+    dropped frames or a batch never went through cleanly.
+    """
+    result = kernel_replay(frames, timestamps, csum=csum, udp_gro=udp_gro, batch=batch,
+                           max_seconds=max_seconds, log=log)
+    if require_reliable and not result.reliable:
+        raise UnreliableRun("kernel replay unreliable: " + "; ".join(result.warnings))
+    return DeliveredList(result)
