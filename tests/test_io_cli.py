@@ -228,3 +228,30 @@ def test_json_doc_documents_every_field(tmp_path):
     for key in doc["flows"][0]:
         if key != "flow":
             assert f"`{key}`" in text, key
+
+
+@pytest.mark.parametrize("linktype", [113, 276, 101, 228])
+def test_cooked_and_raw_link_types_merge(tmp_path, linktype):
+    """Linux SLL/SLL2 and raw IP captures: the link header (or none) is the L2
+    identity, the rest is GRO as usual; the output keeps the input's link type."""
+    def wrap(frame):
+        ip = frame[14:]
+        if linktype == 113:
+            return struct.pack("!HHH8sH", 0, 1, 6, frame[6:12] + b"\0\0", 0x0800) + ip
+        if linktype == 276:
+            return struct.pack("!HHIHBB8s", 0x0800, 0, 2, 1, 0, 6, frame[6:12] + b"\0\0") + ip
+        return ip
+
+    src = tmp_path / "in.pcap"
+    frames = [wrap(fr) for fr in FRAMES[:10]]
+    with PcapWriter(str(src), linktype) as w:
+        for fr in frames:
+            w.write(0, fr)
+    out = tmp_path / "out.pcap"
+    result = replay(str(src), str(out), Settings(device="veth"))
+    assert result.document["totals"]["packets_out"] == 1
+    lt, recs = read_capture(str(out))
+    assert lt == linktype and len(recs) == 1
+    hdr = len(frames[0]) - 1040
+    assert recs[0][1][hdr + 40:] == b"".join(f[hdr + 40:] for f in frames)
+    assert struct.unpack_from("!H", recs[0][1], hdr + 2)[0] == 40 + 10000
