@@ -255,3 +255,16 @@ def test_cooked_and_raw_link_types_merge(tmp_path, linktype):
     hdr = len(frames[0]) - 1040
     assert recs[0][1][hdr + 40:] == b"".join(f[hdr + 40:] for f in frames)
     assert struct.unpack_from("!H", recs[0][1], hdr + 2)[0] == 40 + 10000
+
+
+def test_timestamp_outside_pcap_range_is_an_input_error(tmp_path):
+    p = tmp_path / "far.pcapng"
+    write_pcapng(p, FRAMES[:2])
+    data = bytearray(p.read_bytes())
+    # the first EPB's timestamp-high word: far beyond 2106
+    epb = data.index(struct.pack("<I", 6))
+    struct.pack_into("<I", data, epb + 12, 0x7FFFFFFF)
+    p.write_bytes(bytes(data))
+    with pytest.raises(InputError, match="cannot be stored in a pcap file"):
+        replay(str(p), str(tmp_path / "o.pcap"), Settings())
+    assert not (tmp_path / "o.pcap").exists()

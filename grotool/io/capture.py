@@ -461,6 +461,9 @@ class PcapWriter:
     def write(self, ts_ns: int, data, wirelen: Optional[int] = None) -> None:
         n = len(data)
         sec, nsec = divmod(ts_ns, 1_000_000_000)
+        if not 0 <= sec <= 0xFFFFFFFF:
+            raise InputError(f"{self.path}: packet {self.packets + 1}: timestamp {ts_ns} ns cannot be stored "
+                             "in a pcap file (before 1970 or after 2106)")
         self._f.write(self._pack(sec, nsec, n, n if wirelen is None else wirelen))
         self._f.write(data)
         self.packets += 1
