@@ -17,7 +17,7 @@ from .config import Settings
 from .link import LinkLayer
 from .napi import NicDevice, VethDevice
 from .reasons import REASONS
-from .skb import Delivery, Skb, Stats
+from .skb import Delivery, Stats
 
 __all__ = ["Engine", "Settings", "Delivery", "Stats", "REASONS", "simulate"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 # The Toeplitz key most NIC drivers ship (Microsoft's RSS verification key),
 # also netdev_rss_key's classic value in many datasheets.

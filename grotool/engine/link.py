@@ -8,15 +8,15 @@ link header, so the L2 comparison is trivially equal.
 
 from __future__ import annotations
 
+from ..linktypes import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, RAW_LINKTYPES
 from .skb import Skb
 
-LINKTYPE_ETHERNET = 1
-LINKTYPE_RAW = 101
-LINKTYPE_LINUX_SLL = 113
-LINKTYPE_IPV4 = 228
-LINKTYPE_IPV6 = 229
-LINKTYPE_LINUX_SLL2 = 276
-RAW_LINKTYPES = (LINKTYPE_RAW, LINKTYPE_IPV4, LINKTYPE_IPV6, 12, 14)
+# link type -> (link header length, offset of the 2-byte protocol field in it)
+HEADERS = {
+    LINKTYPE_ETHERNET: (14, 12),     # eth_type_trans; compare_ether_header
+    LINKTYPE_LINUX_SLL: (16, 14),    # cooked headers: memcmp of the whole header
+    LINKTYPE_LINUX_SLL2: (20, 0),
+}
 
 
 class LinkLayer:
@@ -24,43 +24,21 @@ class LinkLayer:
 
     def __init__(self, linktype: int):
         self.linktype = linktype
-        if linktype == LINKTYPE_ETHERNET:
-            self.make = self._ethernet
-        elif linktype == LINKTYPE_LINUX_SLL:
-            self.make = self._sll
-        elif linktype == LINKTYPE_LINUX_SLL2:
-            self.make = self._sll2
+        if linktype in HEADERS:
+            self.l2_len, self.proto_at = HEADERS[linktype]
+            self.make = self._with_header
         elif linktype in RAW_LINKTYPES:
             self.make = self._raw
         else:
             raise ValueError(f"unsupported link type {linktype}")
 
-    @staticmethod
-    def _ethernet(data: bytes, ts: int, index: int) -> Skb:
-        skb = Skb(data, ts, index, 14)
-        if len(data) >= 14:
-            skb.protocol = (data[12] << 8) | data[13]
-            skb.key = data[:14]
-        else:
-            skb.flush = "not_ip_link"
-        return skb
-
-    @staticmethod
-    def _sll(data: bytes, ts: int, index: int) -> Skb:
-        skb = Skb(data, ts, index, 16)
-        if len(data) >= 16:
-            skb.protocol = (data[14] << 8) | data[15]
-            skb.key = data[:16]
-        else:
-            skb.flush = "not_ip_link"
-        return skb
-
-    @staticmethod
-    def _sll2(data: bytes, ts: int, index: int) -> Skb:
-        skb = Skb(data, ts, index, 20)
-        if len(data) >= 20:
-            skb.protocol = (data[0] << 8) | data[1]
-            skb.key = data[:20]
+    def _with_header(self, data: bytes, ts: int, index: int) -> Skb:
+        l2 = self.l2_len
+        skb = Skb(data, ts, index, l2)
+        if len(data) >= l2:
+            at = self.proto_at
+            skb.protocol = (data[at] << 8) | data[at + 1]
+            skb.key = data[:l2]
         else:
             skb.flush = "not_ip_link"
         return skb

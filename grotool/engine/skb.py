@@ -7,8 +7,8 @@ kernel): holding a packet just gives it the aggregate fields.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import List, Optional, Tuple
+from dataclasses import dataclass
+from typing import Tuple
 
 
 class Skb:

@@ -61,13 +61,23 @@ def _pull_header(skb):
     return thlen
 
 
-def tcp4_gro_receive(bucket, skb, gro):
-    data = skb.data
+def _pseudo4(data, nh, length):
+    """inet_gro_compute_pseudo"""
+    return csum.pseudo4(data[nh + 12:nh + 16], data[nh + 16:nh + 20], 6, length)
+
+
+def _pseudo6(data, nh, length):
+    """ip6_gro_compute_pseudo"""
+    return csum.pseudo6(data[nh + 8:nh + 24], data[nh + 24:nh + 40], 6, length)
+
+
+def _receive(bucket, skb, gro, pseudo):
+    """The shared body of tcp4_gro_receive and tcp6_gro_receive."""
     if skb.flush is None and gro.verify_l4:
         # a packet that will be flushed anyway is not verified
-        nh = skb.network_offsets[skb.encap_mark]
-        pseudo = csum.pseudo4(data[nh + 12:nh + 16], data[nh + 16:nh + 20], 6, len(data) - skb.off)
-        if not _validate(gro, skb, pseudo, skb.off + 16):
+        data = skb.data
+        ps = pseudo(data, skb.network_offsets[skb.encap_mark], len(data) - skb.off)
+        if not _validate(gro, skb, ps, skb.off + 16):
             skb.flush = "tcp_csum_bad"
             return None
     thlen = _pull_header(skb)
@@ -75,21 +85,14 @@ def tcp4_gro_receive(bucket, skb, gro):
         skb.flush = skb.flush or "tcp_hdr_bad"
         return None
     return tcp_gro_receive(bucket, skb, gro, thlen)
+
+
+def tcp4_gro_receive(bucket, skb, gro):
+    return _receive(bucket, skb, gro, _pseudo4)
 
 
 def tcp6_gro_receive(bucket, skb, gro):
-    data = skb.data
-    if skb.flush is None and gro.verify_l4:
-        nh = skb.network_offsets[skb.encap_mark]
-        pseudo = csum.pseudo6(data[nh + 8:nh + 24], data[nh + 24:nh + 40], 6, len(data) - skb.off)
-        if not _validate(gro, skb, pseudo, skb.off + 16):
-            skb.flush = "tcp_csum_bad"
-            return None
-    thlen = _pull_header(skb)
-    if not thlen:
-        skb.flush = skb.flush or "tcp_hdr_bad"
-        return None
-    return tcp_gro_receive(bucket, skb, gro, thlen)
+    return _receive(bucket, skb, gro, _pseudo6)
 
 
 # -- tcp_gro_receive ---------------------------------------------------------------

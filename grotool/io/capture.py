@@ -16,25 +16,7 @@ from typing import BinaryIO, Iterator, Optional, Tuple
 
 from ..errors import InputError
 
-LINKTYPE_ETHERNET = 1
-LINKTYPE_RAW = 101
-LINKTYPE_LINUX_SLL = 113
-LINKTYPE_IPV4 = 228
-LINKTYPE_IPV6 = 229
-LINKTYPE_LINUX_SLL2 = 276
-# DLT_RAW as some platforms wrote it into pcap files before LINKTYPE_RAW existed.
-LINKTYPE_RAW_ALIASES = (12, 14)
-
-SUPPORTED_LINKTYPES = {
-    LINKTYPE_ETHERNET: "Ethernet",
-    LINKTYPE_RAW: "raw IP",
-    LINKTYPE_LINUX_SLL: "Linux SLL",
-    LINKTYPE_LINUX_SLL2: "Linux SLL2",
-    LINKTYPE_IPV4: "raw IPv4",
-    LINKTYPE_IPV6: "raw IPv6",
-    12: "raw IP",
-    14: "raw IP",
-}
+from ..linktypes import LINKTYPE_ETHERNET, SUPPORTED_LINKTYPES
 
 PCAP_MAGIC_US = 0xA1B2C3D4
 PCAP_MAGIC_NS = 0xA1B23C4D
@@ -224,18 +206,33 @@ class CaptureReader:
         mv = memoryview(buf)
         pos = 0
         eof = False
+
+        def refill(need: int) -> None:
+            """Move the unread tail to the front (growing the buffer for a record
+            larger than it) and fill the rest from the stream."""
+            nonlocal buf, mv, pos, end, eof, size, offset
+            rest = end - pos
+            offset += pos
+            if need > size:
+                size = max(size * 2, need)
+                old = bytes(mv[pos:end])
+                mv.release()
+                buf = bytearray(size)
+                mv = memoryview(buf)
+                mv[:rest] = old
+            else:
+                mv[:rest] = mv[pos:end]
+            pos, end = 0, rest
+            while end < size and not eof:
+                n = stream.readinto(mv[end:])
+                if not n:
+                    eof = True
+                else:
+                    end += n
+
         while True:
             if end - pos < 16 and not eof:
-                rest = end - pos
-                offset += pos
-                mv[:rest] = mv[pos:end]
-                pos, end = 0, rest
-                while end < size and not eof:
-                    n = stream.readinto(mv[end:])
-                    if not n:
-                        eof = True
-                    else:
-                        end += n
+                refill(16)
             if end - pos < 16:
                 if end - pos:
                     raise InputError(
@@ -251,24 +248,7 @@ class CaptureReader:
                 )
             stop = pos + 16 + caplen
             if stop > end and not eof:
-                rest = end - pos
-                offset += pos
-                if 16 + caplen > size:
-                    size = max(size * 2, 16 + caplen)
-                    old = bytes(mv[pos:end])
-                    mv.release()
-                    buf = bytearray(size)
-                    mv = memoryview(buf)
-                    mv[:rest] = old
-                else:
-                    mv[:rest] = mv[pos:end]
-                pos, end = 0, rest
-                while end < size and not eof:
-                    n = stream.readinto(mv[end:])
-                    if not n:
-                        eof = True
-                    else:
-                        end += n
+                refill(16 + caplen)
                 stop = 16 + caplen
             if stop > end:
                 raise InputError(

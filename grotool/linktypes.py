@@ -1,0 +1,22 @@
+"""The capture link types grotool reads (LINKTYPE_ values of pcap/pcapng)."""
+
+LINKTYPE_ETHERNET = 1
+LINKTYPE_RAW = 101
+LINKTYPE_LINUX_SLL = 113
+LINKTYPE_IPV4 = 228
+LINKTYPE_IPV6 = 229
+LINKTYPE_LINUX_SLL2 = 276
+# DLT_RAW as some platforms wrote it into pcap files before LINKTYPE_RAW existed.
+LINKTYPE_RAW_ALIASES = (12, 14)
+RAW_LINKTYPES = (LINKTYPE_RAW, LINKTYPE_IPV4, LINKTYPE_IPV6) + LINKTYPE_RAW_ALIASES
+
+SUPPORTED_LINKTYPES = {
+    LINKTYPE_ETHERNET: "Ethernet",
+    LINKTYPE_RAW: "raw IP",
+    LINKTYPE_LINUX_SLL: "Linux SLL",
+    LINKTYPE_LINUX_SLL2: "Linux SLL2",
+    LINKTYPE_IPV4: "raw IPv4",
+    LINKTYPE_IPV6: "raw IPv6",
+    12: "raw IP",
+    14: "raw IP",
+}
