@@ -31,6 +31,7 @@ import pytest
 
 import framebuild as F
 from framebuild import ACK, CWR, ECE, FIN, PSH, RST, SYN, URG, ExtHdr, Flow, parse
+from grotool import scenarios as S
 from grotool.engine import Settings, simulate
 
 VETH = Settings(device="veth")
@@ -1149,3 +1150,37 @@ def test_nic_rx_frames_threshold_fires_the_interrupt():
     ts = [BASE_TS + i * 100 for i in range(8)]
     out = run(frames, Settings(device="nic", rx_usecs=8, rx_frames=4), ts=ts)
     assert summary(out) == [(4, 400, "napi_complete"), (4, 400, "napi_complete")]
+
+
+# -- nic: polls that take time (--poll-ns-per-frame) ----------------------------------
+def _one_flow(n, gap_ns):
+    frames = [S.tcp_frame(4, seq=100 + i * 1448, payload=1448, ip_id=i) for i in range(n)]
+    return [(1_000_000_000 + i * gap_ns, f, len(f)) for i, f in enumerate(frames)]
+
+
+def test_nic_poll_slower_than_arrivals_runs_in_budget_rounds():
+    # frames every 1 us, 2 us of work each: the ring never drains, so NAPI keeps
+    # polling in 64-frame rounds; 45 x 1448 fill an aggregate, 19 are left per round
+    out = list(simulate(_one_flow(200, 1000), 1, Settings(device="nic", poll_ns_per_frame=2000)))
+    assert [(d.segs, d.reason) for d in out] == [
+        (45, "merge_max_size"), (19, "budget_exhausted_all")] * 3 + [(8, "napi_complete")]
+    assert [i for d in out for i in d.indices] == list(range(200))
+
+
+def test_nic_poll_faster_than_arrivals_drains_and_completes():
+    # 100 ns of work per frame, frames every 1 us: a poll of the 9 frames the
+    # 8 us moderation window collected ends long before the next interrupt
+    out = list(simulate(_one_flow(90, 1000), 1, Settings(device="nic", poll_ns_per_frame=100)))
+    assert {d.reason for d in out} == {"napi_complete"}
+    assert sum(d.segs for d in out) == 90 and max(d.segs for d in out) <= 10
+
+
+def test_nic_frames_arriving_during_a_poll_join_it():
+    # a burst of 5, then 5 more arriving while the poll (1 us per frame) still runs
+    recs = _one_flow(10, 0)
+    recs = [(ts + (3000 if i >= 5 else 0), f, w) for i, (ts, f, w) in enumerate(recs)]
+    out = list(simulate(recs, 1, Settings(device="nic", rx_usecs=0, poll_ns_per_frame=1000)))
+    assert [(d.segs, d.reason) for d in out] == [(10, "napi_complete")]
+    # without a poll cost the second half finds the poll over
+    out0 = list(simulate(recs, 1, Settings(device="nic", rx_usecs=0)))
+    assert sum(d.segs for d in out0) == 10 and len(out0) > 1

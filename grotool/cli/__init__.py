@@ -142,6 +142,9 @@ def _render_replay(result, console: Console, top: int) -> None:
               help="nic: /sys/class/net/DEV/gro_flush_timeout in ns.")
 @click.option("--napi-defer-hard-irqs", type=click.IntRange(0, 1 << 31), default=0, show_default=True,
               help="nic: /sys/class/net/DEV/napi_defer_hard_irqs.")
+@click.option("--poll-ns-per-frame", type=click.IntRange(0, 10**9), default=0, show_default=True,
+              help="nic: time a poll spends per frame; frames arriving meanwhile join the running poll "
+                   "(0: polls take no time).")
 @click.option("--json", "json_path", metavar="FILE", default=None, help="Write the statistics document ('-': stdout).")
 @click.option("--packets", "packets_path", metavar="FILE", default=None,
               help="Write one JSON line per delivered packet: segments, gso_size, reason, input frames covered.")
@@ -150,7 +153,7 @@ def _render_replay(result, console: Console, top: int) -> None:
 @user_errors
 def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro, gro_max_size, gro_ipv4_max_size,
            max_skb_frags, gro_normal_batch, hz, rx_queues, rss_key, rx_usecs, rx_frames, gro_flush_timeout,
-           napi_defer_hard_irqs, json_path, packets_path, top, quiet):
+           napi_defer_hard_irqs, poll_ns_per_frame, json_path, packets_path, top, quiet):
     """Replay INPUT (pcap/pcapng, gzip ok, '-' for stdin) through simulated GRO;
     write what Linux would deliver to OUTPUT (pcap, '-' for stdout)."""
     from ..replay import replay as run_replay
@@ -159,7 +162,8 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
                         gro_max_size=gro_max_size, gro_ipv4_max_size=gro_ipv4_max_size,
                         max_skb_frags=max_skb_frags, gro_normal_batch=gro_normal_batch, hz=int(hz),
                         rx_queues=rx_queues, rss_key=rss_key, rx_usecs=rx_usecs, rx_frames=rx_frames,
-                        gro_flush_timeout=gro_flush_timeout, napi_defer_hard_irqs=napi_defer_hard_irqs)
+                        gro_flush_timeout=gro_flush_timeout, napi_defer_hard_irqs=napi_defer_hard_irqs,
+                        poll_ns_per_frame=poll_ns_per_frame)
     if output_path == "-" and json_path == "-":
         raise click.UsageError("OUTPUT and --json cannot both be standard output")
     result = run_replay(input_path, output_path, settings, packets_path)

@@ -37,6 +37,7 @@ class Settings:
     gro_flush_timeout: int = 0       # ns, /sys/class/net/DEV/gro_flush_timeout
     napi_defer_hard_irqs: int = 0    # /sys/class/net/DEV/napi_defer_hard_irqs
     netdev_budget: int = 300         # net.core.netdev_budget (packets per softirq)
+    poll_ns_per_frame: int = 0       # nic: time a poll spends per frame (0: polls take no time)
 
     def validate(self) -> None:
         if self.device not in ("nic", "veth"):
@@ -57,6 +58,8 @@ class Settings:
             raise ValueError("rx_queues must be 1..1024")
         if len(self.rss_key) < 16:
             raise ValueError("RSS key must be at least 16 bytes (40 is usual)")
+        if self.poll_ns_per_frame < 0:
+            raise ValueError("poll_ns_per_frame must not be negative")
         if self.rx_usecs < 0 or self.rx_frames < 0 or self.gro_flush_timeout < 0 or self.napi_defer_hard_irqs < 0:
             raise ValueError("moderation and deferral knobs must not be negative")
         if self.gro_normal_batch < 1:

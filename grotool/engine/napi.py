@@ -73,7 +73,8 @@ class VethDevice:
 class _Queue:
     """One RX queue and its NAPI instance."""
 
-    __slots__ = ("index", "gro", "ring", "irq_enabled", "irq_at", "timer_at", "defer_count")
+    __slots__ = ("index", "gro", "ring", "irq_enabled", "irq_at", "timer_at", "defer_count",
+                 "poll_at", "work", "timer_poll")
 
     def __init__(self, index: int, gro: GroNode):
         self.index = index
@@ -83,6 +84,9 @@ class _Queue:
         self.irq_at: Optional[int] = None
         self.timer_at: Optional[int] = None
         self.defer_count = 0
+        self.poll_at: Optional[int] = None   # with a per-frame poll cost: when the running poll takes its next frame
+        self.work = 0
+        self.timer_poll = False
 
 
 class NicDevice:
@@ -96,6 +100,7 @@ class NicDevice:
         self.rx_frames = settings.rx_frames
         self.budget = settings.budget
         self.hz = settings.hz
+        self.cost = settings.poll_ns_per_frame
         self.next_at: Optional[int] = None     # earliest pending IRQ or timer, any queue
 
     # -- arrival ------------------------------------------------------------------
@@ -131,6 +136,8 @@ class NicDevice:
                 best = (q.irq_at, "irq", q)
             if q.timer_at is not None and (best is None or q.timer_at < best[0]):
                 best = (q.timer_at, "timer", q)
+            if q.poll_at is not None and (best is None or q.poll_at < best[0]):
+                best = (q.poll_at, "step", q)
         self.next_at = best[0] if best else None
         return best
 
@@ -144,19 +151,52 @@ class NicDevice:
                 return
             if at > self.now:
                 self.now = at
+            if kind == "step":
+                self._step(q, at)
+                continue
             if kind == "irq":
                 q.irq_at = None
                 q.irq_enabled = False        # the driver masks its IRQ and schedules NAPI
                 self.stats.irqs += 1
-                self._poll(q, at, timer=False)
+                timer = False
             else:
                 q.timer_at = None            # napi_watchdog schedules the poll
                 self.stats.timer_polls += 1
-                self._poll(q, at, timer=True)
+                timer = True
+            if q.poll_at is not None:
+                continue                     # already polling: napi_schedule finds it scheduled
+            if self.cost:
+                self._start_poll(q, at, timer)
+            else:
+                self._poll(q, at, timer)
+
+    # -- polls that take time: --poll-ns-per-frame ---------------------------------
+    def _start_poll(self, q: _Queue, now: int, timer: bool) -> None:
+        self.stats.polls += 1
+        q.gro.poll += 1
+        q.work = 0
+        q.timer_poll = timer
+        q.poll_at = now
+
+    def _step(self, q: _Queue, now: int) -> None:
+        """One frame of a running poll at `now`, or its end when the ring is empty.
+        Frames that arrive while the poll runs join it, up to the budget."""
+        gro = q.gro
+        gro.jiffies = now * self.hz // NS_PER_S
+        if q.ring:
+            gro.receive(q.ring.popleft())
+            q.work += 1
+            q.poll_at = now + self.cost
+            if q.work == self.budget:
+                self._budget_exhausted(gro)
+                self._start_poll(q, q.poll_at, False)
+            return
+        q.poll_at = None
+        self._complete_done(q, now, q.work, q.timer_poll)
 
     def _poll(self, q: _Queue, now: int, timer: bool) -> None:
+        """A poll that takes no time: it sees exactly the frames already in the ring."""
         gro = q.gro
-        settings = self.settings
         gro.jiffies = now * self.hz // NS_PER_S
         while True:
             self.stats.polls += 1
@@ -167,32 +207,41 @@ class NicDevice:
             for _ in range(work):
                 receive(ring.popleft())
             if work == self.budget:
-                # __napi_poll: budget exhausted, flush and poll again
-                if self.hz >= 1000:
-                    gro.flush_normal(True, "budget_exhausted_old")
-                else:
-                    gro.flush_normal(False, "budget_exhausted_all")
+                self._budget_exhausted(gro)
                 timer = False
                 continue
-            # napi_complete_done(n, work)
-            timeout = 0
-            if work:
-                if gro.held_count:
-                    timeout = settings.gro_flush_timeout
-                q.defer_count = settings.napi_defer_hard_irqs
-            rearm = True
-            if q.defer_count > 0:
-                q.defer_count -= 1
-                timeout = settings.gro_flush_timeout
-                if timeout:
-                    rearm = False            # keep the IRQ masked, the timer polls
-            if timeout:
-                gro.flush_normal(True, "napi_complete_old")
-                q.timer_at = now + timeout
-            else:
-                gro.flush_normal(False, "flush_timeout" if timer and not work else "napi_complete")
-            if rearm:
-                q.irq_enabled = True
-                if ring:
-                    q.irq_at = now + self.rx_usecs_ns
+            self._complete_done(q, now, work, timer)
             return
+
+    def _budget_exhausted(self, gro: GroNode) -> None:
+        """__napi_poll with work == weight: flush (all at HZ < 1000) and poll again."""
+        if self.hz >= 1000:
+            gro.flush_normal(True, "budget_exhausted_old")
+        else:
+            gro.flush_normal(False, "budget_exhausted_all")
+
+    def _complete_done(self, q: _Queue, now: int, work: int, timer: bool) -> None:
+        """napi_complete_done(n, work)"""
+        gro = q.gro
+        settings = self.settings
+        ring = q.ring
+        timeout = 0
+        if work:
+            if gro.held_count:
+                timeout = settings.gro_flush_timeout
+            q.defer_count = settings.napi_defer_hard_irqs
+        rearm = True
+        if q.defer_count > 0:
+            q.defer_count -= 1
+            timeout = settings.gro_flush_timeout
+            if timeout:
+                rearm = False            # keep the IRQ masked, the timer polls
+        if timeout:
+            gro.flush_normal(True, "napi_complete_old")
+            q.timer_at = now + timeout
+        else:
+            gro.flush_normal(False, "flush_timeout" if timer and not work else "napi_complete")
+        if rearm:
+            q.irq_enabled = True
+            if ring:
+                q.irq_at = now + self.rx_usecs_ns
