@@ -96,14 +96,22 @@ def tcp6_gro_receive(bucket, skb, gro):
 
 
 # -- tcp_gro_receive ---------------------------------------------------------------
-def _flag_diff_reason(flags: int, diff: int) -> str:
-    """Name the first compared flag-word difference."""
+def _never_merged_reason(flags: int):
+    """URG, RST and SYN segments are never merged: their reason, or None."""
     if flags & TCP_FLAG_URG:
         return "tcp_urg"
     if flags & TCP_FLAG_RST:
         return "tcp_rst"
     if flags & TCP_FLAG_SYN:
         return "tcp_syn"
+    return None
+
+
+def _flag_diff_reason(flags: int, diff: int) -> str:
+    """Name the first compared flag-word difference."""
+    never = _never_merged_reason(flags)
+    if never:
+        return never
     if diff & TCP_DOFF:
         return "tcp_hdrlen_changed"
     if diff & (TCP_RESERVED | 0x00FF0000):
@@ -135,12 +143,9 @@ def _options_reason(opts: bytes, opts2: bytes) -> str:
 
 
 def _final_reason(flags: int, length: int) -> str:
-    if flags & TCP_FLAG_URG:
-        return "tcp_urg"
-    if flags & TCP_FLAG_RST:
-        return "tcp_rst"
-    if flags & TCP_FLAG_SYN:
-        return "tcp_syn"
+    never = _never_merged_reason(flags)
+    if never:
+        return never
     if flags & TCP_FLAG_FIN:
         return "tcp_fin"
     if flags & TCP_FLAG_PSH:
