@@ -162,3 +162,15 @@ def test_bulk_flows_match_kernel(interleave):
     frames = [f for _, f in zip(range(1500), (fr for _, fr in S.bulk_flows(
         12, 200, interleave=interleave, seed=3, family="mixed")))]
     assert_same(kernel_view(frames), sim_view(frames), interleave)
+
+
+@pytest.mark.parametrize("batch,csum", [(32, "auto"), (17, "auto"), (64, "trust"), (64, "fix"), (40, "verify")])
+def test_poll_size_and_checksum_modes_match_kernel(batch, csum):
+    """The oracle's batch is the simulation's budget; its --csum modes mirror replay's."""
+    frames = mutated_traffic(100 + batch, n=240)
+    run = replay_frames(frames, csum=csum, batch=batch)
+    assert run.reliable, run.warnings
+    kernel = [(describe(p.data), p.segs, tuple(p.covers)) for p in run.packets]
+    # fix recomputes every checksum before injecting: the simulation's trust
+    sim_csum = {"fix": "trust", "auto": "auto", "trust": "trust", "verify": "verify"}[csum]
+    assert_same(kernel, sim_view(frames, machine_settings(budget=batch, csum=sim_csum)), f"batch {batch} {csum}")
