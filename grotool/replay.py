@@ -134,4 +134,7 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
                   "tcp_bad": st.csum_bad, "ip_header_bad": st.ip_csum_bad}
         doc = collector.document(input_info, settings.as_dict(), checks)
         doc["totals"]["polls"] = st.polls
+        doc["totals"]["irqs"] = st.irqs
+        doc["totals"]["timer_polls"] = st.timer_polls
+        doc["totals"]["normal_batches"] = st.normal_batches
         return ReplayResult(doc, collector, st, frames)

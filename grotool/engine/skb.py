@@ -95,8 +95,7 @@ class Stats:
     csum_verified: int = 0
     csum_bad: int = 0
     ip_csum_bad: int = 0
-    polls: int = 0
-    irqs: int = 0
-    timer_polls: int = 0
-    deliveries: int = 0
-    normal_batches: int = 0
+    polls: int = 0               # NAPI polls, repolls included
+    irqs: int = 0                # nic: interrupts that scheduled a poll
+    timer_polls: int = 0         # nic: polls scheduled by the gro_flush_timeout timer
+    normal_batches: int = 0      # gro_normal_list hand-overs to the stack
