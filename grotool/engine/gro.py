@@ -162,9 +162,10 @@ class GroNode:
 
     def normal(self, skb: Skb, reason: str) -> None:
         """GRO_NORMAL: the received frame goes up alone and unchanged."""
-        # the key is a full flow identity only once TCP has added the ports
-        self.normal_one(Delivery(skb.ts, skb.data, 1, reason, (skb.index,), skb.key if skb.l4_off else b"",
-                                 0, (), 0, 1, 0, self.queue, self.poll))
+        # the key is a full flow identity, and skb.off the payload start, only once TCP has parsed it
+        parsed = bool(skb.l4_off)
+        self.normal_one(Delivery(skb.ts, skb.data, 1, reason, (skb.index,), skb.key if parsed else b"",
+                                 0, (), len(skb.data) - skb.off if parsed else 0, 1, 0, self.queue, self.poll))
 
     def normal_one(self, delivery: Delivery) -> None:
         """gro_normal_one: rx_count counts segments; a full batch goes to the stack."""

@@ -79,7 +79,7 @@ class Delivery:
     key: bytes = b""             # same-flow identity (empty when GRO never parsed it)
     gso_size: int = 0
     gso_type: Tuple[str, ...] = ()
-    payload: int = 0             # L4 payload bytes (TCP/UDP) in the packet
+    payload: int = 0             # TCP payload bytes as GRO counted them (padding included); 0 if TCP never parsed it
     frags: int = 0               # layout: page frags in the head skb
     frag_list: int = 0           # layout: skbs chained on frag_list
     queue: int = 0               # RX queue (NAPI instance) it came through
