@@ -261,14 +261,14 @@ def kernel(input_path, output_path, json_path, csum, udp_gro, batch, max_seconds
 
     run = run_kernel_replay(input_path, output_path, json_path, csum=csum, udp_gro=udp_gro, batch=batch,
                             max_seconds=max_seconds)
-    err = _stderr_console()
     for w in run.warnings:
         click.echo(f"grotool: warning: {w}", err=True)
     if not quiet:
         frames = sum(b.frames for b in run.batches)
         supers = sum(1 for p in run.packets if p.segs > 1)
-        err.print(f"kernel {run.settings.get('kernel')}: {frames} frames in, {len(run.packets)} packets out, "
-                  f"{supers} super-packets, {len(run.batches)} polls, drops {run.drops}")
+        drops = sum(run.drops.values())
+        click.echo(f"kernel {run.settings.get('kernel')}: {frames} frames in, {len(run.packets)} packets out, "
+                   f"{supers} super-packets, {len(run.batches)} polls, {drops} drops", err=True)
     if not run.reliable:
         click.echo("grotool: error: the kernel run was unreliable (drops or unaccounted segments); see warnings",
                    err=True)
