@@ -32,18 +32,26 @@ class Engine:
         device = VethDevice if settings.device == "veth" else NicDevice
         self.device = device(settings, self.stats, self._out.extend)
         self._index = 0
+        # bound once: feed runs for every frame
+        self._make = self.link.make
+        self._device_feed = self.device.feed
 
     def feed(self, ts: int, data: bytes, wirelen: int = -1) -> List[Delivery]:
         """Receive one captured frame; returns the deliveries it caused (often none)."""
         index = self._index
-        self._index += 1
+        self._index = index + 1
         self.stats.frames += 1
+        out = self._out
         if 0 <= wirelen and len(data) < wirelen:
             # cut by snaplen: the kernel never saw this frame as captured
-            self._out.append(Delivery(ts, data, 1, "capture_truncated", (index,)))
+            out.append(Delivery(ts, data, 1, "capture_truncated", (index,)))
         else:
-            self.device.feed(self.link.make(data, ts, index))
-        return self.drain()
+            self._device_feed(self._make(data, ts, index))
+        if not out:
+            return []
+        result = out[:]                 # drain(), inlined
+        out.clear()
+        return result
 
     def finish(self) -> List[Delivery]:
         """End of capture: run the remaining polls and timers, flush what is held."""

@@ -54,6 +54,11 @@ class GroNode:
         self._deliver = deliver
         self._batch = settings.gro_normal_batch
         self.verify_l4 = settings.csum != "trust"
+        self.csum_auto = settings.csum == "auto"
+        self.gro_enabled = settings.gro
+        self.max_skb_frags = settings.max_skb_frags
+        # below every limit merge_allowed_size checks, it cannot refuse
+        self.size_check_from = min(65536, settings.gro_max_size, settings.gro_ipv4_max_size)
         # the packet_offload list this kernel has: without CONFIG_VLAN_8021Q no VLAN GRO
         self.packet_offloads = dict(offloads.PACKET_OFFLOADS)
         if not settings.vlan_gro:
@@ -63,7 +68,7 @@ class GroNode:
     # -- dev_gro_receive --------------------------------------------------------
     def receive(self, skb: Skb) -> None:
         """dev_gro_receive + gro_skb_finish for one received frame."""
-        if not self.settings.gro:
+        if not self.gro_enabled:
             # netif_elide_gro: GRO off on the device
             self.normal(skb, "gro_disabled")
             return
@@ -93,8 +98,8 @@ class GroNode:
     def hold(self, bucket: Bucket, skb: Skb) -> None:
         """GRO_HELD: the packet becomes the head of a new aggregate."""
         skb.age = self.jiffies
-        skb.payload_len = skb.gro_len()
-        skb.gso_size = skb.payload_len               # dev_gro_receive: gso_size = skb_gro_len
+        skb.payload_len = gro_len = len(skb.data) - skb.off    # skb_gro_len
+        skb.gso_size = gro_len                       # dev_gro_receive: gso_size = skb_gro_len
         skb.chunks = []
         skb.indices = [skb.index]
         skb.length = len(skb.data) - skb.l2_len   # p->len: from the network header
@@ -126,17 +131,22 @@ class GroNode:
         """skb_gro_receive: append skb's payload to p.  Returns a refusal reason or None."""
         if skb.flush is not None:
             return skb.flush                         # -E2BIG on a flagged skb
-        length = len(skb.data) - skb.off
-        refusal = self.merge_allowed_size(p, skb, length)
-        if refusal is not None:
-            return refusal
+        data = skb.data
+        off = skb.off
+        length = len(data) - off
+        # merge_allowed_size, inlined for the common case that fits everywhere
+        total = p.length + length
+        if total >= self.size_check_from:
+            refusal = self.merge_allowed_size(p, skb, length)
+            if refusal is not None:
+                return refusal
         # Layout model: one page fragment per received frame (napi_gro_frags drivers).
-        if p.frags + 1 > self.settings.max_skb_frags:
+        if p.frags >= self.max_skb_frags:
             p.frag_list += 1
             p.frags = 1
         else:
             p.frags += 1
-        p.chunks.append(memoryview(skb.data)[skb.off:])
+        p.chunks.append(memoryview(data)[off:])
         p.indices.append(skb.index)
         p.count += skb.count
         p.length += length

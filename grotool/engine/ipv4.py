@@ -3,24 +3,30 @@ L3 checks done at L4, inet_gro_flush (include/net/gro.h)."""
 
 from __future__ import annotations
 
-from struct import unpack_from
+from struct import Struct
 
 from . import offloads
-from .csum import ip_header_ok, replace16
+from .csum import replace16
 
 IP_DF = 0x4000
 IP_MF = 0x2000
 IP_OFFSET = 0x1FFF
 IP_RESERVED = 0x8000
+_MF_OR_OFFSET = IP_MF | IP_OFFSET
+_from_bytes = int.from_bytes
+_len_frag = Struct("!2xH2xH").unpack_from         # tot_len, frag_off
+_u16 = Struct("!H").unpack_from
 
 
 def inet_gro_receive(bucket, skb, gro):
     data = skb.data
     off = skb.off
-    if len(data) < off + 20:
+    n = len(data)
+    if n < off + 20:
         skb.flush = skb.flush or "ip_hdr_unreadable"
         return None
-    entry = offloads.INET_OFFLOADS.get(data[off + 9])
+    proto = data[off + 9]
+    entry = offloads.INET_OFFLOADS.get(proto)
     if entry is None:
         # inet_gro_receive: no gro_receive for this protocol (ICMP, SCTP, ...)
         skb.flush = skb.flush or "ip_no_l4_handler"
@@ -29,27 +35,29 @@ def inet_gro_receive(bucket, skb, gro):
         # inet_gro_receive: options (or not version 4) are never aggregated
         skb.flush = skb.flush or "ip_options_or_version"
         return None
-    tot_len, frag_off = unpack_from("!H2xH", data, off + 2)
-    if frag_off & (IP_MF | IP_OFFSET):
+    tot_len, frag_off = _len_frag(data, off)
+    if frag_off & _MF_OR_OFFSET:
         skb.flush = skb.flush or "ip_fragment"
         return None
-    if not ip_header_ok(data[off:off + 20]):
-        # ip_fast_csum is checked in software whatever ip_summed says
+    header = data[off:off + 20]
+    if _from_bytes(header, "big") % 0xFFFF:
+        # ip_fast_csum is checked in software whatever ip_summed says (csum.ip_header_ok)
         gro.stats.ip_csum_bad += 1
         skb.flush = skb.flush or "ip_bad_hdr_csum"
         return None
-    skb.proto = data[off + 9]
+    skb.proto = proto
     if skb.flush is None:
         # the flag value: length differs from the bytes present, or a bit other than DF
-        if tot_len != len(data) - off:
+        if tot_len != n - off:
             skb.flush = "ip_len_mismatch"
         elif frag_off & IP_RESERVED:
             skb.flush = "ip_reserved_flag"
     # same flow: protocol, saddr, daddr
-    skb.key += data[off + 9:off + 10] + data[off + 12:off + 20]
-    if not skb.encap_mark:
+    skb.key += header[9:10] + header[12:20]
+    mark = skb.encap_mark
+    if not mark:
         skb.outer_family = 4
-    skb.network_offsets[skb.encap_mark] = off
+    skb.network_offsets[mark] = off
     skb.off = off + 20
     return entry[0](bucket, skb, gro)
 
@@ -66,7 +74,7 @@ def inet_gro_flush(p, skb, offset, inner):
         return "ip_tos_changed"
     if (d1[offset + 6] ^ d2[offset + 6]) & 0x40:
         return "ip_df_changed"
-    ipid_offset = (((d1[offset + 4] << 8) | d1[offset + 5]) - ((d2[offset + 4] << 8) | d2[offset + 5])) & 0xFFFF
+    ipid_offset = (_u16(d1, offset + 4)[0] - _u16(d2, offset + 4)[0]) & 0xFFFF
     count = p.count & 0xFFFF
     bit = 1 << inner
     if count == 1 and ipid_offset == 0:

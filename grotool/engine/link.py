@@ -34,13 +34,11 @@ class LinkLayer:
 
     def _with_header(self, data: bytes, ts: int, index: int) -> Skb:
         l2 = self.l2_len
-        skb = Skb(data, ts, index, l2)
         if len(data) >= l2:
             at = self.proto_at
-            skb.protocol = (data[at] << 8) | data[at + 1]
-            skb.key = data[:l2]
-        else:
-            skb.flush = "not_ip_link"
+            return Skb(data, ts, index, l2, 0, (data[at] << 8) | data[at + 1], data[:l2])
+        skb = Skb(data, ts, index, l2)
+        skb.flush = "not_ip_link"
         return skb
 
     @staticmethod

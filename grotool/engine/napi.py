@@ -25,12 +25,88 @@ from __future__ import annotations
 from collections import deque
 from typing import Callable, Deque, List, Optional
 
+from . import csum
 from .config import Settings
 from .gro import GroNode
 from .rss import Toeplitz, hash_input
 from .skb import Delivery, Skb, Stats
 
 NS_PER_S = 1_000_000_000
+# Frames shorter than this are left to tcp.py's per-frame checksum (cheap for them).
+CSUM_PRIME_MIN_LEN = 256
+
+
+def prime_checksums(skbs: List[Skb]) -> int:
+    """Sum the bytes of a poll's frames in one pass and leave each total in
+    skb.csum, as a CHECKSUM_COMPLETE NIC hands skb->csum to the stack; TCP
+    validation (tcp.py) then only takes the pulled headers away.  Pure
+    arithmetic: every verdict is the one the per-frame sum gives.  Nothing is
+    primed when the one-pass route would not pay (no numpy, or too few bytes),
+    so validation sums the frames that actually reach it.  Returns how many
+    frames were primed."""
+    big = []
+    datas = []
+    total = 0
+    for skb in skbs:
+        data = skb.data
+        n = len(data)
+        if n >= CSUM_PRIME_MIN_LEN:
+            big.append(skb)
+            datas.append(data)
+            total += n
+    if not csum.batch_worthwhile(total):
+        return 0
+    for skb, value in zip(big, csum.one_pass_sums(datas)):
+        skb.csum = value
+    return len(big)
+
+
+# Frames summed one by one before the first priming: a small capture does not
+# pay numpy's import (tens of milliseconds) for the little it would save.
+CSUM_PRIME_AFTER_FRAMES = 5000
+
+
+class ChecksumPrimer:
+    """Primes each poll's checksums while that pays: not for the first
+    CSUM_PRIME_AFTER_FRAMES frames, and when most primed frames never reach a
+    software check (a capture whose checksums were offloaded, which --csum auto
+    accepts without summing), it backs off for 1, 2, 4 ... 256 polls.  Only the
+    amount of arithmetic depends on this, never a result."""
+
+    __slots__ = ("stats", "skip", "backoff", "primed", "verified", "warmup")
+
+    def __init__(self, stats: Stats):
+        self.stats = stats
+        self.skip = 0
+        self.backoff = 1
+        self.primed = 0
+        self.verified = 0
+        self.warmup = CSUM_PRIME_AFTER_FRAMES
+
+    def before(self, skbs: List[Skb]) -> None:
+        if self.warmup > 0:
+            self.warmup -= len(skbs)
+            self.primed = 0
+            return
+        if self.skip:
+            self.skip -= 1
+            self.primed = 0
+            return
+        self.primed = prime_checksums(skbs)
+        self.verified = self.stats.csum_verified
+
+    def after(self) -> None:
+        if self.primed:
+            if (self.stats.csum_verified - self.verified) * 2 < self.primed:
+                self.skip = self.backoff
+                self.backoff = min(self.backoff * 2, 256)
+            else:
+                self.backoff = 1
+
+
+def make_primer(settings: Settings, stats: Stats) -> Optional[ChecksumPrimer]:
+    """A primer when TCP checksums are summed at all (not --csum trust, GRO on)."""
+    return ChecksumPrimer(stats) if settings.gro and settings.csum != "trust" else None
 
 
 class VethDevice:
@@ -40,6 +116,7 @@ class VethDevice:
         self.gro = GroNode(settings, stats, deliver, queue=0)
         self.pending: List[Skb] = []
         self.budget = settings.budget
+        self.primer = make_primer(settings, stats)
 
     def feed(self, skb: Skb) -> None:
         self.pending.append(skb)
@@ -53,8 +130,14 @@ class VethDevice:
         # each oracle batch is its own timer poll, milliseconds after the previous one
         gro.jiffies = gro.poll
         receive = gro.receive
-        for skb in self.pending:
+        pending = self.pending
+        primer = self.primer
+        if primer is not None:
+            primer.before(pending)
+        for skb in pending:
             receive(skb)
+        if primer is not None:
+            primer.after()
         self.pending = []
         # the oracle pads every batch to the budget: __napi_poll sees work == weight
         if self.settings.hz >= 1000:
@@ -95,32 +178,56 @@ class NicDevice:
         self.stats = stats
         self.queues = [_Queue(i, GroNode(settings, stats, deliver, queue=i)) for i in range(settings.rx_queues)]
         self.toeplitz = Toeplitz(settings.rss_key)
+        self._hash_cached = self.toeplitz.cached
         self.now = 0
         self.rx_usecs_ns = settings.rx_usecs * 1000
         self.rx_frames = settings.rx_frames
+        self.single_queue = self.queues[0] if len(self.queues) == 1 else None
+        # ring length that raises the interrupt at once (rx_usecs 0: any; rx_frames 0: never)
+        self.irq_frames = 0 if self.rx_usecs_ns == 0 else self.rx_frames if self.rx_frames else 1 << 62
         self.budget = settings.budget
         self.hz = settings.hz
         self.cost = settings.poll_ns_per_frame
+        self.primer = make_primer(settings, stats)
         self.next_at: Optional[int] = None     # earliest pending IRQ or timer, any queue
 
     # -- arrival ------------------------------------------------------------------
     def feed(self, skb: Skb) -> None:
-        ts = skb.ts if skb.ts > self.now else self.now      # clamp a clock going backwards
-        if self.next_at is not None and self.next_at < ts:
+        ts = skb.ts
+        if ts < self.now:
+            ts = self.now                                # clamp a clock going backwards
+        next_at = self.next_at
+        if next_at is not None and next_at < ts:
             self._run_until(ts, inclusive=False)
         self.now = ts
         tup = hash_input(skb.data, skb.l2_len, skb.protocol)
-        skb.hash = self.toeplitz.hash(tup) if tup else 0
-        q = self.queues[(skb.hash & 127) % len(self.queues)] if len(self.queues) > 1 else self.queues[0]
-        q.ring.append(skb)
+        if tup:
+            h = self._hash_cached(tup)
+            if h is None:
+                h = self.toeplitz.hash(tup)
+        else:
+            h = 0
+        skb.hash = h
+        q = self.single_queue
+        if q is None:
+            queues = self.queues
+            q = queues[(h & 127) % len(queues)]
+        ring = q.ring
+        ring.append(skb)
         if q.irq_enabled:
-            if q.irq_at is None:
-                q.irq_at = ts + self.rx_usecs_ns
-            if self.rx_usecs_ns == 0 or (self.rx_frames and len(q.ring) >= self.rx_frames):
-                q.irq_at = ts
-            if self.next_at is None or q.irq_at < self.next_at:
-                self.next_at = q.irq_at
-        if self.next_at is not None and self.next_at <= ts:
+            irq_at = q.irq_at
+            if irq_at is None:
+                irq_at = ts + self.rx_usecs_ns
+            # at once without moderation delay, or when rx_frames are waiting
+            if len(ring) >= self.irq_frames:
+                irq_at = ts
+            q.irq_at = irq_at
+            next_at = self.next_at
+            if next_at is None or irq_at < next_at:
+                self.next_at = next_at = irq_at
+        else:
+            next_at = self.next_at
+        if next_at is not None and next_at <= ts:
             self._run_until(ts, inclusive=True)
 
     def finish(self) -> None:
@@ -204,8 +311,16 @@ class NicDevice:
             ring = q.ring
             work = min(self.budget, len(ring))
             receive = gro.receive
-            for _ in range(work):
-                receive(ring.popleft())
+            if work:
+                popleft = ring.popleft
+                batch = [popleft() for _ in range(work)]
+                primer = self.primer
+                if primer is not None:
+                    primer.before(batch)
+                for skb in batch:
+                    receive(skb)
+                if primer is not None:
+                    primer.after()
             if work == self.budget:
                 self._budget_exhausted(gro)
                 timer = False

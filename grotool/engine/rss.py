@@ -7,54 +7,92 @@ spreads hash & 127 over the queues round-robin (ethtool_rxfh_indir_default).
 
 from __future__ import annotations
 
-from struct import unpack_from
 from typing import Dict
+
+
+# key -> per-byte-position tables: _TABLES[key][pos][byte] is the XOR of the key
+# windows for the set bits of ``byte`` at input byte ``pos``.  Shared by every
+# engine with that key; filled one position at a time as inputs need them.
+_TABLES: Dict[bytes, list] = {}
+TABLE_AFTER_MISSES = 64          # a capture with few flows never builds tables
 
 
 class Toeplitz:
     def __init__(self, key: bytes):
+        self._key_bytes = bytes(key)
         self._key = int.from_bytes(key, "big")
         self._bits = len(key) * 8
         self._cache: Dict[bytes, int] = {}
+        self.cached = self._cache.get       # the hash of an input seen before, or None
+        self._misses = 0
 
     def hash(self, tuple_bytes: bytes) -> int:
         cached = self._cache.get(tuple_bytes)
         if cached is not None:
             return cached
-        value = int.from_bytes(tuple_bytes, "big")
         nbits = len(tuple_bytes) * 8
-        result = 0
-        key = self._key
         shift = self._bits - 32
-        for i in range(nbits):
-            if value >> (nbits - 1 - i) & 1:
-                result ^= (key >> (shift - i)) & 0xFFFFFFFF
+        self._misses += 1
+        if self._misses > TABLE_AFTER_MISSES and nbits - 1 <= shift:
+            # many flows: a table lookup per input byte instead of a step per bit
+            tables = self._tables(len(tuple_bytes))
+            result = 0
+            for pos, byte in enumerate(tuple_bytes):
+                result ^= tables[pos][byte]
+        else:
+            value = int.from_bytes(tuple_bytes, "big")
+            result = 0
+            key = self._key
+            for i in range(nbits):
+                if value >> (nbits - 1 - i) & 1:
+                    result ^= (key >> (shift - i)) & 0xFFFFFFFF
         if len(self._cache) > 1_000_000:
             self._cache.clear()           # bounded memory on captures with many flows
         self._cache[tuple_bytes] = result
         return result
 
+    def _tables(self, nbytes: int) -> list:
+        tables = _TABLES.setdefault(self._key_bytes, [])
+        key = self._key
+        shift = self._bits - 32
+        while len(tables) < nbytes:
+            pos = len(tables)
+            windows = [(key >> (shift - (pos * 8 + j))) & 0xFFFFFFFF for j in range(8)]
+            row = [0] * 256
+            for byte in range(1, 256):
+                value = 0
+                for j in range(8):
+                    if byte >> (7 - j) & 1:
+                        value ^= windows[j]
+                row[byte] = value
+            tables.append(row)
+        return tables
+
 
 def hash_input(data: bytes, off: int, protocol: int) -> bytes:
     """The bytes a NIC feeds to Toeplitz for this frame (empty: no hash)."""
-    while protocol in (0x8100, 0x88A8) and len(data) >= off + 4:
+    n = len(data)
+    while protocol in (0x8100, 0x88A8) and n >= off + 4:
         protocol = (data[off + 2] << 8) | data[off + 3]
         off += 4
-    if protocol == 0x0800 and len(data) >= off + 20:
+    if protocol == 0x0800 and n >= off + 20:
         ihl = (data[off] & 0x0F) * 4
         proto = data[off + 9]
-        frag = unpack_from("!H", data, off + 6)[0] & 0x3FFF
-        addrs = data[off + 12:off + 20]
-        if proto in (6, 17) and not frag and len(data) >= off + ihl + 4:
-            return addrs + data[off + ihl:off + ihl + 4]
-        return addrs
-    if protocol == 0x86DD and len(data) >= off + 40:
+        if (proto == 6 or proto == 17) and not ((data[off + 6] << 8) | data[off + 7]) & 0x3FFF \
+                and n >= off + ihl + 4:
+            if ihl == 20:
+                return data[off + 12:off + 24]       # addresses and ports are adjacent
+            return data[off + 12:off + 20] + data[off + ihl:off + ihl + 4]
+        return data[off + 12:off + 20]
+    if protocol == 0x86DD and n >= off + 40:
         addrs = data[off + 8:off + 40]
         nexthdr = data[off + 6]
         pos = off + 40
-        while nexthdr in (0, 43, 60) and len(data) >= pos + 8:
+        while nexthdr in (0, 43, 60) and n >= pos + 8:
             nexthdr, pos = data[pos], pos + (data[pos + 1] + 1) * 8
-        if nexthdr in (6, 17) and len(data) >= pos + 4:
+        if nexthdr in (6, 17) and n >= pos + 4:
+            if pos == off + 40:
+                return data[off + 8:off + 44]        # addresses and ports are adjacent
             return addrs + data[pos:pos + 4]
         return addrs
     return b""

@@ -31,6 +31,9 @@ class Skb:
         "l4_off",        # transport header offset
         "same_flow",     # set when merged into a held packet
         "ip_fixedid",    # bit 0 outer, bit 1 inner (inet_gro_flush)
+        "csum",          # None, or the ones'-complement sum of the whole frame as an integer
+                         # congruent to csum.sum16(data) mod 0xFFFF (CHECKSUM_COMPLETE's
+                         # skb->csum), computed for a whole poll by the device (napi.py)
         # held aggregate ("p")
         "length",        # p->len: bytes from skb->data (after the link header)
         "payload_len",   # skb_gro_len(p): L4 payload bytes accumulated
@@ -43,24 +46,26 @@ class Skb:
         "frag_list",     # skbs chained on frag_list (layout model)
     )
 
-    def __init__(self, data: bytes, ts: int, index: int, l2_len: int, hash_: int = 0):
+    def __init__(self, data: bytes, ts: int, index: int, l2_len: int, hash_: int = 0,
+                 protocol: int = 0, key: bytes = b""):
         # only the incoming-packet fields; hold() adds the aggregate ones
         self.data = data
         self.ts = ts
         self.index = index
         self.hash = hash_
         self.l2_len = l2_len
-        self.protocol = 0
+        self.protocol = protocol
         self.off = l2_len
         self.flush = None
         self.proto = 0
-        self.key = b""
+        self.key = key
         self.count = 1
         self.network_offsets = [l2_len, l2_len]
         self.encap_mark = 0
         self.outer_family = 0
         self.l4_off = 0
         self.same_flow = False
+        self.csum = None
 
     def gro_len(self) -> int:
         """skb_gro_len: bytes after the headers consumed so far."""

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from struct import unpack_from
+from struct import Struct
 
 from . import csum
 from .ipv4 import inet_gro_flush
@@ -23,7 +23,11 @@ TCP_RESERVED = 0x0F000000
 TCP_WINDOW = 0x0000FFFF
 # 6.15+ (AccECN fix): a CWR difference is a flag mismatch; only FIN and PSH may differ
 _NOT_COMPARED = TCP_FLAG_FIN | TCP_FLAG_PSH
+_COMPARED = ~_NOT_COMPARED
+_FIN_PSH = TCP_FLAG_FIN | TCP_FLAG_PSH
 _FINAL_FLAGS = TCP_FLAG_URG | TCP_FLAG_PSH | TCP_FLAG_RST | TCP_FLAG_SYN | TCP_FLAG_FIN
+_from_bytes = int.from_bytes
+_u32 = Struct("!I").unpack_from
 
 
 # -- checksum validation (skb_gro_checksum_validate) ----------------------------
@@ -31,44 +35,47 @@ _FINAL_FLAGS = TCP_FLAG_URG | TCP_FLAG_PSH | TCP_FLAG_RST | TCP_FLAG_SYN | TCP_F
 # tcp4/6_gro_receive skip validation (gro.verify_l4 is False).
 def _validate(gro, skb, pseudo_sum: int, field_at: int) -> bool:
     """True when the TCP checksum is acceptable under the --csum mode."""
-    mode = gro.settings.csum
     stats = gro.stats
     data = skb.data
-    if mode == "auto":
+    if gro.csum_auto:
         field = (data[field_at] << 8) | data[field_at + 1]
-        seed = csum.fold(pseudo_sum)
+        seed = (pseudo_sum & 0xFFFF) + (pseudo_sum >> 16)     # csum.fold, inlined
+        seed = (seed & 0xFFFF) + (seed >> 16)
         if field == seed:
             # a capture taken on a sender with checksum offload: the field holds
             # the pseudo-header seed CHECKSUM_PARTIAL leaves; the NIC would fill it
             stats.csum_offloaded += 1
             return True
     stats.csum_verified += 1
-    if csum.is_valid(pseudo_sum, memoryview(data)[skb.off:]):
+    off = skb.off
+    full = skb.csum
+    if full is not None and not off & 1:
+        # the device summed the whole frame (as a CHECKSUM_COMPLETE NIC fills
+        # skb->csum); take away the headers pulled so far (skb_gro_postpull_rcsum).
+        # At an even offset the 16-bit words line up, so this is exactly the sum
+        # of the segment, and the verdict is csum.is_valid's.
+        segment_sum = full - _from_bytes(data[:off], "big")
+    else:
+        segment_sum = csum.sum16(memoryview(data)[off:])
+    if (pseudo_sum + segment_sum) % 0xFFFF == 0:
         return True
     stats.csum_bad += 1
     return False
 
 
-def _pull_header(skb):
-    """tcp_gro_pull_header: returns the header length or 0 when unusable."""
-    data = skb.data
-    off = skb.off
-    if len(data) < off + 20:
-        return 0
-    thlen = (data[off + 12] >> 4) * 4
-    if thlen < 20 or len(data) < off + thlen:
-        return 0
-    return thlen
-
-
+# The pseudo-header sums are only ever reduced (modulo 0xFFFF, or folded, which
+# for a positive sum below 2**32 depends only on the residue), so any congruent
+# positive value serves: saddr and daddr are adjacent in the header, and one
+# integer of both is congruent to csum.pseudo4/pseudo6's sum of the two; a
+# 32-bit length is congruent to the sum of its 16-bit halves.
 def _pseudo4(data, nh, length):
     """inet_gro_compute_pseudo"""
-    return csum.pseudo4(data[nh + 12:nh + 16], data[nh + 16:nh + 20], 6, length)
+    return _from_bytes(data[nh + 12:nh + 20], "big") % 0xFFFF + 6 + length
 
 
 def _pseudo6(data, nh, length):
     """ip6_gro_compute_pseudo"""
-    return csum.pseudo6(data[nh + 8:nh + 24], data[nh + 24:nh + 40], 6, length)
+    return _from_bytes(data[nh + 8:nh + 40], "big") % 0xFFFF + 6 + length
 
 
 def _receive(bucket, skb, gro, pseudo):
@@ -80,8 +87,12 @@ def _receive(bucket, skb, gro, pseudo):
         if not _validate(gro, skb, ps, skb.off + 16):
             skb.flush = "tcp_csum_bad"
             return None
-    thlen = _pull_header(skb)
-    if not thlen:
+    # tcp_gro_pull_header, inlined: the header length, or the frame is unusable
+    data = skb.data
+    off = skb.off
+    n = len(data)
+    thlen = (data[off + 12] >> 4) * 4 if n >= off + 20 else 0
+    if thlen < 20 or n < off + thlen:
         skb.flush = skb.flush or "tcp_hdr_bad"
         return None
     return tcp_gro_receive(bucket, skb, gro, thlen)
@@ -163,20 +174,21 @@ def network_flush(p, skb, offset, inner):
 def tcp_gro_receive(bucket, skb, gro, thlen):
     data = skb.data
     off = skb.off
-    flags = unpack_from("!I", data, off + 12)[0]
+    flags = _u32(data, off + 12)[0]
     # tcp_gro_lookup: the port pair completes the flow identity
-    skb.key += data[off:off + 4]
+    key = skb.key + data[off:off + 4]
+    skb.key = key
     skb.l4_off = off
-    skb.off = off + thlen
-    length = len(data) - skb.off
+    skb.off = end = off + thlen
+    length = len(data) - end
     mss = 1
-    p = bucket.by_key.get(skb.key)
+    p = bucket.by_key.get(key)
     if p is not None:
         d2 = p.data
         th2 = p.l4_off
-        flags2 = unpack_from("!I", d2, th2 + 12)[0]
+        flags2 = _u32(d2, th2 + 12)[0]
         reason = None
-        diff = (flags ^ flags2) & ~_NOT_COMPARED
+        diff = (flags ^ flags2) & _COMPARED
         if flags & TCP_FLAG_CWR:
             reason = "tcp_cwr"                # 6.18: an incoming CWR always flushes
         elif diff:
@@ -187,7 +199,12 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
             reason = _options_reason(data[off + 20:off + thlen], d2[th2 + 20:th2 + thlen])
         else:
             # gro_receive_network_flush: outer header, then inner if encapsulated
-            reason = network_flush(p, skb, skb.network_offsets[0], 0)
+            # (network_flush's version-nibble dispatch, inlined for the outer one)
+            outer = skb.network_offsets[0]
+            if data[outer] >> 4 == 6:
+                reason = ipv6_gro_flush(p, skb, outer, 0)
+            else:
+                reason = inet_gro_flush(p, skb, outer, 0)
             if reason is None and p.encap_mark:
                 reason = network_flush(p, skb, skb.network_offsets[1], 1)
             if reason is None:
@@ -196,7 +213,7 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
                     reason = "tcp_no_payload"
                 elif length > mss:
                     reason = "tcp_oversize"
-                elif (unpack_from("!I", d2, th2 + 4)[0] + p.payload_len - unpack_from("!I", data, off + 4)[0]) & 0xFFFFFFFF:
+                elif (_u32(d2, th2 + 4)[0] + p.payload_len - _u32(data, off + 4)[0]) & 0xFFFFFFFF:
                     reason = "tcp_seq_mismatch"
         if reason is None:
             reason = gro.merge(p, skb)
@@ -204,7 +221,7 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
             mss = 1
             p.flush = reason
         else:
-            p.flag_or |= flags & (TCP_FLAG_FIN | TCP_FLAG_PSH)
+            p.flag_or |= flags & _FIN_PSH
     # final check: a short segment or one of URG/PSH/RST/SYN/FIN ends the aggregate
     final = length < mss or flags & _FINAL_FLAGS
     if final:

@@ -47,17 +47,26 @@ class StatsCollector:
         self.packets_out = 0
         self.super_packets = 0
         self.max_segs = 0
+        # engine flow identity -> its FlowStats: the identity holds every byte the
+        # flow description is made of, so one description per identity is exact
+        self._by_key: Dict[bytes, FlowStats] = {}
 
     def add(self, delivery) -> None:
-        flow = self.namer(delivery.key, delivery.data)
-        fs = self.flows.get(flow)
+        key = delivery.key
+        fs = self._by_key.get(key) if key else None
         if fs is None:
-            fs = self.flows[flow] = FlowStats(flow)
+            flow = self.namer(key, delivery.data)
+            fs = self.flows.get(flow)
+            if fs is None:
+                fs = self.flows[flow] = FlowStats(flow)
+            if key and len(self._by_key) < 1_000_000:
+                self._by_key[key] = fs
         segs = delivery.segs
+        reason = delivery.reason
         fs.packets_in += segs
         fs.packets_out += 1
         fs.bytes_out += len(delivery.data)
-        fs.reasons[delivery.reason] += 1
+        fs.reasons[reason] += 1
         if segs > fs.max_segs:
             fs.max_segs = segs
         self.packets_in += segs
@@ -67,7 +76,7 @@ class StatsCollector:
             self.super_packets += 1
         if segs > self.max_segs:
             self.max_segs = segs
-        self.reasons[delivery.reason] += 1
+        self.reasons[reason] += 1
 
     def sorted_flows(self) -> List[FlowStats]:
         return sorted(self.flows.values(), key=lambda f: (-f.packets_in, f.flow[0], f.flow[1], f.flow[2],
