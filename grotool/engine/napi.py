@@ -109,6 +109,26 @@ def make_primer(settings: Settings, stats: Stats) -> Optional[ChecksumPrimer]:
     return ChecksumPrimer(stats) if settings.gro and settings.csum != "trust" else None
 
 
+def receive_batch(gro: GroNode, skbs: List[Skb], primer: Optional["ChecksumPrimer"]) -> None:
+    """The driver poll handing its frames to GRO, checksums primed per poll."""
+    if primer is not None:
+        primer.before(skbs)
+    receive = gro.receive
+    for skb in skbs:
+        receive(skb)
+    if primer is not None:
+        primer.after()
+
+
+def budget_exhausted(gro: GroNode, hz: int) -> None:
+    """__napi_poll with work == weight: flush (only jiffy-old packets at HZ >= 1000,
+    everything below) before polling again."""
+    if hz >= 1000:
+        gro.flush_normal(True, "budget_exhausted_old")
+    else:
+        gro.flush_normal(False, "budget_exhausted_all")
+
+
 class VethDevice:
     def __init__(self, settings: Settings, stats: Stats, deliver: Callable[[List[Delivery]], None]):
         self.settings = settings
@@ -129,23 +149,13 @@ class VethDevice:
         gro.poll += 1
         # each oracle batch is its own timer poll, milliseconds after the previous one
         gro.jiffies = gro.poll
-        receive = gro.receive
-        pending = self.pending
-        primer = self.primer
-        if primer is not None:
-            primer.before(pending)
-        for skb in pending:
-            receive(skb)
-        if primer is not None:
-            primer.after()
+        receive_batch(gro, self.pending, self.primer)
         self.pending = []
         # the oracle pads every batch to the budget: __napi_poll sees work == weight
+        budget_exhausted(gro, self.settings.hz)
         if self.settings.hz >= 1000:
-            gro.flush_normal(True, "budget_exhausted_old")
             # the repoll finds no work and completes: napi_complete_done(n, 0)
             gro.flush_normal(False, "napi_complete")
-        else:
-            gro.flush_normal(False, "budget_exhausted_all")
 
     def finish(self) -> None:
         if self.pending:
@@ -295,7 +305,7 @@ class NicDevice:
             q.work += 1
             q.poll_at = now + self.cost
             if q.work == self.budget:
-                self._budget_exhausted(gro)
+                budget_exhausted(gro, self.hz)
                 self._start_poll(q, q.poll_at, False)
             return
         q.poll_at = None
@@ -310,30 +320,15 @@ class NicDevice:
             gro.poll += 1
             ring = q.ring
             work = min(self.budget, len(ring))
-            receive = gro.receive
             if work:
                 popleft = ring.popleft
-                batch = [popleft() for _ in range(work)]
-                primer = self.primer
-                if primer is not None:
-                    primer.before(batch)
-                for skb in batch:
-                    receive(skb)
-                if primer is not None:
-                    primer.after()
+                receive_batch(gro, [popleft() for _ in range(work)], self.primer)
             if work == self.budget:
-                self._budget_exhausted(gro)
+                budget_exhausted(gro, self.hz)
                 timer = False
                 continue
             self._complete_done(q, now, work, timer)
             return
-
-    def _budget_exhausted(self, gro: GroNode) -> None:
-        """__napi_poll with work == weight: flush (all at HZ < 1000) and poll again."""
-        if self.hz >= 1000:
-            gro.flush_normal(True, "budget_exhausted_old")
-        else:
-            gro.flush_normal(False, "budget_exhausted_all")
 
     def _complete_done(self, q: _Queue, now: int, work: int, timer: bool) -> None:
         """napi_complete_done(n, work)"""
