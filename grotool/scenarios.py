@@ -1172,3 +1172,93 @@ def bulk_flows(n_flows: int, segs_per_flow: int, mss: int = 1448, interleave: st
                 cum_bits += (f.frame_len + 24) * 8
             if f.left == 0:
                 active.remove(f)
+
+
+# -----------------------------------------------------------------------------
+# Tunnel encapsulations: GRE, VXLAN and GENEVE around a frame or packet
+# -----------------------------------------------------------------------------
+IPPROTO_GRE = 47
+ETH_P_TEB = 0x6558
+TUNNEL_ADDR4_SRC, TUNNEL_ADDR4_DST = "10.99.0.1", "10.99.0.2"
+TUNNEL_ADDR6_SRC, TUNNEL_ADDR6_DST = "fd99::1", "fd99::2"
+
+
+def _tunnel_ip(family: int, src, dst, proto: int, body: bytes, *, ttl: int, tos: int, ip_id: int,
+               df: bool, flow_label: int, src_mac, dst_mac, vlan) -> bytes:
+    if src is None:
+        src = TUNNEL_ADDR4_SRC if family == 4 else TUNNEL_ADDR6_SRC
+    if dst is None:
+        dst = TUNNEL_ADDR4_DST if family == 4 else TUNNEL_ADDR6_DST
+    l3 = _l3_wrap(family, src, dst, proto, body, ttl=ttl, tos=tos, ip_id=ip_id, df=df, frag=None,
+                  ip_options=b"", bad_ip_csum=False, flow_label=flow_label, v6_ext=None)
+    return _ether(l3, ETH_P_IP if family == 4 else ETH_P_IPV6, src_mac=src_mac, dst_mac=dst_mac,
+                  vlan=vlan, vlan_tpids=None, pad_to_60=False)
+
+
+def _outer_udp(family: int, src, dst, sport: int, dport: int, body: bytes, zero_csum: bool) -> bytes:
+    if src is None:
+        src = TUNNEL_ADDR4_SRC if family == 4 else TUNNEL_ADDR6_SRC
+    if dst is None:
+        dst = TUNNEL_ADDR4_DST if family == 4 else TUNNEL_ADDR6_DST
+    hdr = bytearray(struct.pack("!HHHH", sport, dport, 8 + len(body), 0))
+    if not zero_csum:
+        c = inet_csum(bytes(hdr) + body,
+                      _pseudo_sum(family, _addr(family, src), _addr(family, dst), IPPROTO_UDP, 8 + len(body)))
+        struct.pack_into("!H", hdr, 6, c or 0xFFFF)
+    return bytes(hdr) + body
+
+
+def vxlan_frame(inner: bytes, vni: int = 42, *, family: int = 4, src: Optional[str] = None,
+                dst: Optional[str] = None, sport: int = 49152, dport: int = 4789, flags: int = 0x08,
+                zero_csum: bool = True, ttl: int = 64, tos: int = 0, ip_id: int = 0, df: bool = True,
+                flow_label: int = 0, src_mac: Union[str, bytes] = "aa:00:00:00:10:01",
+                dst_mac: Union[str, bytes] = "aa:00:00:00:10:02", vlan=None) -> bytes:
+    """``inner`` (an Ethernet frame) in VXLAN over UDP (outer checksum 0 unless
+    ``zero_csum=False``, as Linux sends it over IPv4 by default)."""
+    vxlan = struct.pack("!B3xI", flags, (vni & 0xFFFFFF) << 8) + inner
+    udp = _outer_udp(family, src, dst, sport, dport, vxlan, zero_csum)
+    return _tunnel_ip(family, src, dst, IPPROTO_UDP, udp, ttl=ttl, tos=tos, ip_id=ip_id, df=df,
+                      flow_label=flow_label, src_mac=src_mac, dst_mac=dst_mac, vlan=vlan)
+
+
+def geneve_frame(inner: bytes, vni: int = 42, *, options: bytes = b"", family: int = 4,
+                 src: Optional[str] = None, dst: Optional[str] = None, sport: int = 49152,
+                 dport: int = 6081, proto: int = ETH_P_TEB, version: int = 0, oam: bool = False,
+                 critical: bool = False, zero_csum: bool = True, ttl: int = 64, tos: int = 0,
+                 ip_id: int = 0, df: bool = True, src_mac: Union[str, bytes] = "aa:00:00:00:10:01",
+                 dst_mac: Union[str, bytes] = "aa:00:00:00:10:02") -> bytes:
+    """``inner`` in GENEVE over UDP; ``options`` raw TLV bytes (a multiple of 4)."""
+    if len(options) % 4:
+        raise ValueError("GENEVE options are a multiple of 4 bytes")
+    first = (version << 6) | (len(options) // 4)
+    second = (0x80 if oam else 0) | (0x40 if critical else 0)
+    geneve = struct.pack("!BBHI", first, second, proto, (vni & 0xFFFFFF) << 8) + options + inner
+    udp = _outer_udp(family, src, dst, sport, dport, geneve, zero_csum)
+    return _tunnel_ip(family, src, dst, IPPROTO_UDP, udp, ttl=ttl, tos=tos, ip_id=ip_id, df=df,
+                      flow_label=0, src_mac=src_mac, dst_mac=dst_mac, vlan=None)
+
+
+def gre_frame(inner: bytes, *, proto: Optional[int] = None, key: Optional[int] = None,
+              checksum: bool = False, seq: Optional[int] = None, version: int = 0, family: int = 4,
+              src: Optional[str] = None, dst: Optional[str] = None, ttl: int = 64, tos: int = 0,
+              ip_id: int = 0, df: bool = True, bad_gre_csum: bool = False,
+              src_mac: Union[str, bytes] = "aa:00:00:00:10:01",
+              dst_mac: Union[str, bytes] = "aa:00:00:00:10:02") -> bytes:
+    """``inner`` in GRE: an IP packet (``proto`` from its version nibble) or,
+    with ``proto=ETH_P_TEB``, an Ethernet frame; optional key, checksum, sequence."""
+    if proto is None:
+        proto = ETH_P_IP if inner[0] >> 4 == 4 else ETH_P_IPV6
+    flags = (0x8000 if checksum else 0) | (0x2000 if key is not None else 0) | \
+        (0x1000 if seq is not None else 0) | (version & 7)
+    fields = b""
+    if checksum:
+        fields += b"\x00\x00\x00\x00"
+    if key is not None:
+        fields += struct.pack("!I", key)
+    if seq is not None:
+        fields += struct.pack("!I", seq)
+    gre = bytearray(struct.pack("!HH", flags, proto) + fields + inner)
+    if checksum:
+        struct.pack_into("!H", gre, 4, inet_csum(bytes(gre)) ^ (1 if bad_gre_csum else 0))
+    return _tunnel_ip(family, src, dst, IPPROTO_GRE, bytes(gre), ttl=ttl, tos=tos, ip_id=ip_id, df=df,
+                      flow_label=0, src_mac=src_mac, dst_mac=dst_mac, vlan=None)

@@ -126,8 +126,8 @@ def test_pseudo_sums_reduce_and_fold_like_csum_pseudo():
             s4, d4, s6, d6 = rng.randbytes(4), rng.randbytes(4), rng.randbytes(16), rng.randbytes(16)
         hdr4 = bytes(12) + s4 + d4
         hdr6 = bytes(8) + s6 + d6
-        for fast, slow in ((tcp._pseudo4(hdr4, 0, length), csum.pseudo4(s4, d4, 6, length)),
-                           (tcp._pseudo6(hdr6, 0, length), csum.pseudo6(s6, d6, 6, length))):
+        for fast, slow in ((tcp.pseudo4(hdr4, 0, length), csum.pseudo4(s4, d4, 6, length)),
+                           (tcp.pseudo6(hdr6, 0, length), csum.pseudo6(s6, d6, 6, length))):
             assert fast > 0 and slow > 0 and fast < 1 << 32
             assert same_residue(fast, slow)
             assert csum.fold(fast) == csum.fold(slow)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Tuple
 
 # The Toeplitz key most NIC drivers ship (Microsoft's RSS verification key),
 # also netdev_rss_key's classic value in many datasheets.
@@ -38,6 +39,14 @@ class Settings:
     napi_defer_hard_irqs: int = 0    # /sys/class/net/DEV/napi_defer_hard_irqs
     netdev_budget: int = 300         # net.core.netdev_budget (packets per softirq)
     poll_ns_per_frame: int = 0       # nic: time a poll spends per frame (0: polls take no time)
+    # host state a capture does not carry (all off: a plain host)
+    udp_gro_forwarding: bool = False     # ethtool rx-udp-gro-forwarding (NETIF_F_GRO_UDP_FWD)
+    rx_gro_list: bool = False            # ethtool rx-gro-list (NETIF_F_GRO_FRAGLIST)
+    udp_gro_sockets: Tuple[int, ...] = ()   # local UDP sockets with UDP_GRO, by port (any address)
+    vxlan_ports: Tuple[int, ...] = ()    # VXLAN devices: their UDP tunnel sockets, by port
+    geneve_ports: Tuple[int, ...] = ()   # GENEVE devices, by port
+    local_tcp: Tuple[str, ...] = ()      # established local TCP sockets: "A:P>B:P" or "B:P" (see hoststate.py)
+    layout: str = "frags"                # how the driver hands frames to GRO (skb layout model, layout.py)
 
     def validate(self) -> None:
         if self.device not in ("nic", "veth"):
@@ -64,10 +73,22 @@ class Settings:
             raise ValueError("moderation and deferral knobs must not be negative")
         if self.gro_normal_batch < 1:
             raise ValueError("gro_normal_batch must be at least 1")
+        for name in ("udp_gro_sockets", "vxlan_ports", "geneve_ports"):
+            for port in getattr(self, name):
+                if not 0 < port < 65536:
+                    raise ValueError(f"{name}: port {port} is not 1..65535")
+        from .hoststate import parse_local_tcp
+        for spec in self.local_tcp:
+            parse_local_tcp(spec)
+        from .layout import LAYOUTS
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"unknown --layout {self.layout!r} (one of {', '.join(LAYOUTS)})")
         if not 1 <= self.max_skb_frags <= 45:
             raise ValueError("max_skb_frags must be 1..45 (CONFIG_MAX_SKB_FRAGS)")
 
     def as_dict(self) -> dict:
         d = asdict(self)
         d["rss_key"] = self.rss_key.hex()
+        for name in ("udp_gro_sockets", "vxlan_ports", "geneve_ports", "local_tcp"):
+            d[name] = list(d[name])
         return d

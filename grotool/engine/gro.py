@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Callable, List, Optional
 
 from .config import GRO_HASH_BUCKETS, MAX_GRO_SKBS, Settings
+from .hoststate import HostState
 from .skb import Delivery, Skb, Stats
 from . import offloads
 
@@ -57,6 +58,8 @@ class GroNode:
         self.csum_auto = settings.csum == "auto"
         self.gro_enabled = settings.gro
         self.max_skb_frags = settings.max_skb_frags
+        self.host = HostState(settings)
+        self.rx_gro_list = settings.rx_gro_list
         # below every limit merge_allowed_size checks, it cannot refuse
         self.size_check_from = min(65536, settings.gro_max_size, settings.gro_ipv4_max_size)
         # the packet_offload list this kernel has: without CONFIG_VLAN_8021Q no VLAN GRO
@@ -107,6 +110,7 @@ class GroNode:
         skb.flag_or = 0
         skb.frags = 1
         skb.frag_list = 0
+        skb.encapsulation = 0
         bucket.held.append(skb)
         bucket.by_key[skb.key] = skb
         self.held_count += 1
@@ -154,13 +158,33 @@ class GroNode:
         skb.same_flow = True
         return None
 
+    def merge_list(self, p: Skb, skb: Skb) -> Optional[str]:
+        """skb_gro_receive_list (fraglist GRO): chain the whole skb, headers pulled
+        off, behind p.  Returns a refusal reason or None.  6.18 does not look at
+        the skb's flush flag here (unlike skb_gro_receive)."""
+        data = skb.data
+        if p.length + len(data) - skb.l2_len >= 65536:
+            # the limit is fixed: gro_max_size is not consulted
+            return "flist_max_size"
+        off = skb.off
+        length = len(data) - off
+        p.frag_list += 1
+        p.chunks.append(memoryview(data)[off:])
+        p.indices.append(skb.index)
+        p.count += 1
+        p.length += length
+        p.payload_len += length
+        skb.same_flow = True
+        return None
+
     # -- completion and delivery ------------------------------------------------
     def complete(self, p: Skb, reason: str) -> None:
         """gro_complete: rebuild the super-packet and queue it for delivery."""
+        layer = p.flush_layer if p.flush_layer and reason == p.flush else ""
         if p.count == 1:
             # a lone held packet goes up unchanged
             self.normal_one(Delivery(p.ts, p.data, 1, reason, (p.index,), p.key,
-                                     0, (), p.payload_len, 1, 0, self.queue, self.poll))
+                                     0, (), p.payload_len, 1, 0, self.queue, self.poll, layer))
             return
         header = bytearray(p.data[:p.off])
         gso_type: List[str] = []
@@ -168,14 +192,15 @@ class GroNode:
         data = b"".join([header, memoryview(p.data)[p.off:], *p.chunks])
         self.normal_one(Delivery(p.ts, data, p.count, reason, tuple(p.indices), p.key,
                                  p.gso_size, tuple(gso_type), p.payload_len, p.frags, p.frag_list,
-                                 self.queue, self.poll))
+                                 self.queue, self.poll, layer))
 
     def normal(self, skb: Skb, reason: str) -> None:
         """GRO_NORMAL: the received frame goes up alone and unchanged."""
         # the key is a full flow identity, and skb.off the payload start, only once TCP has parsed it
         parsed = bool(skb.l4_off)
         self.normal_one(Delivery(skb.ts, skb.data, 1, reason, (skb.index,), skb.key if parsed else b"",
-                                 0, (), len(skb.data) - skb.off if parsed else 0, 1, 0, self.queue, self.poll))
+                                 0, (), len(skb.data) - skb.off if parsed else 0, 1, 0, self.queue, self.poll,
+                                 skb.flush_layer if skb.flush_layer and reason == skb.flush else ""))
 
     def normal_one(self, delivery: Delivery) -> None:
         """gro_normal_one: rx_count counts segments; a full batch goes to the stack."""

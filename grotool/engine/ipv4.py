@@ -7,6 +7,7 @@ from struct import Struct
 
 from . import offloads
 from .csum import replace16
+from .offloads import GRO_RECURSION_LIMIT
 
 IP_DF = 0x4000
 IP_MF = 0x2000
@@ -59,6 +60,12 @@ def inet_gro_receive(bucket, skb, gro):
         skb.outer_family = 4
     skb.network_offsets[mark] = off
     skb.off = off + 20
+    # indirect_call_gro_receive: gro_recursion_inc_test, inlined
+    depth = skb.recursion + 1
+    skb.recursion = depth
+    if depth == GRO_RECURSION_LIMIT:
+        skb.flush = skb.flush or "recursion_limit"
+        return None
     return entry[0](bucket, skb, gro)
 
 

@@ -50,6 +50,8 @@ def ipv6_gro_receive(bucket, skb, gro):
     if pending and skb.flush is None:
         skb.flush = "ipv6_payload_len_mismatch"
     skb.off = pos
+    if not offloads.enter_layer(skb):        # indirect_call_gro_receive_l4
+        return None
     return entry[0](bucket, skb, gro)
 
 

@@ -17,6 +17,18 @@ PACKET_OFFLOADS: Dict[int, Tuple[Callable, Callable]] = {}
 INET_OFFLOADS: Dict[int, Tuple[Callable, Callable]] = {}
 INET6_OFFLOADS: Dict[int, Tuple[Callable, Callable]] = {}
 VLAN_ETHERTYPES = (0x8100, 0x88A8)
+GRO_RECURSION_LIMIT = 15             # include/net/gro.h
+
+
+def enter_layer(skb) -> bool:
+    """gro_recursion_inc_test, as call_gro_receive and its variants run it
+    before handing the packet to the next layer: False (and flushed) at the limit."""
+    depth = skb.recursion + 1
+    skb.recursion = depth
+    if depth == GRO_RECURSION_LIMIT:
+        skb.flush = skb.flush or "recursion_limit"
+        return False
+    return True
 
 
 def complete_chain(gro, p, header, gso_type) -> None:
@@ -25,7 +37,7 @@ def complete_chain(gro, p, header, gso_type) -> None:
 
 
 def _register() -> None:
-    from . import ipv4, ipv6, tcp, tunnels, vlan
+    from . import ipv4, ipv6, tcp, tunnels, udp, vlan
 
     PACKET_OFFLOADS[0x0800] = (ipv4.inet_gro_receive, ipv4.inet_gro_complete)
     PACKET_OFFLOADS[0x86DD] = (ipv6.ipv6_gro_receive, ipv6.ipv6_gro_complete)
@@ -37,6 +49,11 @@ def _register() -> None:
     INET_OFFLOADS[41] = (tunnels.sit_ip6ip6_gro_receive, tunnels.sit_ip6ip6_gro_complete)  # sit
     INET6_OFFLOADS[4] = (tunnels.ipip_gro_receive, tunnels.ipip_gro_complete)             # ip4ip6
     INET6_OFFLOADS[41] = (tunnels.sit_ip6ip6_gro_receive, tunnels.sit_ip6ip6_gro_complete)  # ip6ip6
+    INET_OFFLOADS[17] = (udp.udp4_gro_receive, udp.udp4_gro_complete)
+    INET6_OFFLOADS[17] = (udp.udp6_gro_receive, udp.udp6_gro_complete)
+    INET_OFFLOADS[47] = (tunnels.gre_gro_receive, tunnels.gre_gro_complete)
+    INET6_OFFLOADS[47] = (tunnels.gre_gro_receive, tunnels.gre_gro_complete)
+    PACKET_OFFLOADS[0x6558] = (tunnels.eth_gro_receive, tunnels.eth_gro_complete)   # ETH_P_TEB
 
 
 _register()

@@ -15,7 +15,8 @@ held packet is completed; L = list or poll level.
 REASONS = {
     # dev_gro_receive / L2
     "gro_disabled": ("S", "netif_elide_gro", "GRO is off on the device"),
-    "no_l2_handler": ("S", "dev_gro_receive", "no GRO handler for the ethertype (ARP, LLDP, ...)"),
+    "no_l2_handler": ("S", "dev_gro_receive", "no GRO handler for the ethertype (ARP, LLDP, ...; inside a tunnel: eth_gro_receive, geneve_gro_receive)"),
+    "recursion_limit": ("S", "gro_recursion_inc_test", "15 nested GRO layers (stacked VLAN tags, tunnels)"),
     "vlan_no_inner_handler": ("S", "vlan_gro_receive", "no GRO handler for the protocol inside the VLAN tag"),
     "vlan_hdr_unreadable": ("S", "vlan_gro_receive", "VLAN header cut short"),
     # IPv4
@@ -38,7 +39,11 @@ REASONS = {
     "ipv6_tclass_changed": ("P", "ipv6_gro_flush", "traffic class (DSCP or ECN) differs"),
     "ipv6_hoplimit_changed": ("P", "ipv6_gro_flush", "hop limit differs"),
     # tunnels
-    "tunnel_nested": ("S", "ipip/sit/ip6ip6/ip4ip6_gro_receive", "a second tunnel layer (encap_mark already set)"),
+    "tunnel_nested": ("S", "ipip/sit/ip6ip6/ip4ip6/gre/udp_gro_receive", "a second tunnel layer (encap_mark already set)"),
+    "udp_tunnel_csum_unverified": ("S", "udp_gro_receive", "UDP tunnel packet whose nonzero outer checksum was not verified (packet already flagged)"),
+    "gre_unsupported": ("S", "gre_gro_receive", "GRE flags other than K/C (sequence numbers, version), or no GRO handler for the inner protocol"),
+    "gre_csum_bad": ("S", "gre_gro_receive", "GRE checksum validation failed"),
+    "tunnel_hdr_bad": ("S", "vxlan/geneve/eth_gro_receive", "tunnel or inner Ethernet header cut short, GENEVE version not 0 or OAM set"),
     # TCP
     "tcp_csum_bad": ("S", "tcp4/6_gro_receive", "TCP checksum validation failed"),
     "tcp_hdr_bad": ("S", "tcp_gro_pull_header", "TCP header cut short or data offset < 5"),
@@ -58,9 +63,21 @@ REASONS = {
     "tcp_rst": ("PS", "tcp_gro_receive", "RST segment, never merged"),
     "tcp_syn": ("PS", "tcp_gro_receive", "SYN segment, never merged"),
     "tcp_short_segment": ("M", "tcp_gro_receive", "segment shorter than mss: merged, then completed"),
-    # skb_gro_receive
+    "tcp_flist_mismatch": ("P", "tcp_gro_receive", "fraglist: the flag word (PSH/FIN/window included) differs, or the aggregate already has 64 segments"),
+    # UDP
+    "udp_hdr_unreadable": ("S", "udp4/6_gro_receive", "UDP header cut short"),
+    "udp_csum_bad": ("S", "udp4/6_gro_receive", "UDP checksum validation failed"),
+    "udp_no_gro_path": ("S", "udp_gro_receive", "no UDP_GRO socket, no rx-udp-gro-forwarding, no rx-gro-list (or a local socket without UDP_GRO)"),
+    "udp_zero_csum": ("S", "udp_gro_receive_segment", "UDP checksum field 0: segment GRO needs a checksum"),
+    "udp_bad_len": ("S", "udp_gro_receive_segment", "UDP length <= 8 or differs from the bytes present (padding, truncation)"),
+    "udp_flist_mismatch": ("PS", "udp_gro_receive_segment", "fraglist state differs from the held packet's"),
+    "udp_len_larger": ("P", "udp_gro_receive_segment", "datagram longer than the held packet's first one"),
+    "udp_short_last": ("M", "udp_gro_receive_segment", "datagram shorter than the held packet's first one: merged, then completed"),
+    "udp_max_segs": ("M", "udp_gro_receive_segment", "the aggregate reached 64 datagrams: merged, then completed"),
+    # skb_gro_receive / skb_gro_receive_list
     "merge_max_size": ("P", "skb_gro_receive", "aggregate would reach gro_max_size / gro_ipv4_max_size"),
     "merge_bigtcp_ineligible": ("P", "skb_gro_receive", "aggregate would pass 64 KiB but is not eligible for BIG TCP"),
+    "flist_max_size": ("P", "skb_gro_receive_list", "fraglist aggregate would reach 65536 bytes"),
     # list and poll level
     "bucket_full_evict_oldest": ("L", "gro_flush_oldest", "the bucket already held 8 packets; its oldest was completed"),
     "napi_complete": ("L", "napi_complete_done", "poll ended with work < budget: everything flushed"),

@@ -31,6 +31,9 @@ class Skb:
         "l4_off",        # transport header offset
         "same_flow",     # set when merged into a held packet
         "ip_fixedid",    # bit 0 outer, bit 1 inner (inet_gro_flush)
+        "is_flist",      # fraglist GRO for this packet (tcp4/6_check_fraglist_gro, udp_gro_receive)
+        "recursion",     # gro_recursion_inc_test's counter: layer transitions so far
+        "flush_layer",   # "outer" / "inner" when flush names an L3 check of an encapsulated packet
         "csum",          # None, or the ones'-complement sum of the whole frame as an integer
                          # congruent to csum.sum16(data) mod 0xFFFF (CHECKSUM_COMPLETE's
                          # skb->csum), computed for a whole poll by the device (napi.py)
@@ -44,6 +47,7 @@ class Skb:
         "flag_or",       # TCP FIN|PSH bits gathered from merged segments
         "frags",         # page fragments in the last skb of the chain (layout model)
         "frag_list",     # skbs chained on frag_list (layout model)
+        "encapsulation", # skb->encapsulation during completion: the L4 complete reads network_offsets[it]
     )
 
     def __init__(self, data: bytes, ts: int, index: int, l2_len: int, hash_: int = 0,
@@ -65,6 +69,9 @@ class Skb:
         self.outer_family = 0
         self.l4_off = 0
         self.same_flow = False
+        self.is_flist = 0
+        self.recursion = 0
+        self.flush_layer = ""
         self.csum = None
 
     def gro_len(self) -> int:
@@ -89,6 +96,7 @@ class Delivery:
     frag_list: int = 0           # layout: skbs chained on frag_list
     queue: int = 0               # RX queue (NAPI instance) it came through
     poll: int = 0                # poll number on that queue
+    layer: str = ""              # for an L3 reason of an encapsulated packet: "outer" or "inner" header
 
 
 @dataclass

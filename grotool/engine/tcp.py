@@ -8,6 +8,7 @@ from struct import Struct
 from . import csum
 from .ipv4 import inet_gro_flush
 from .ipv6 import ipv6_gro_flush
+from .network import network_flush
 
 # tcp_flag_word() bits: data offset, reserved/AE, flags, window
 TCP_FLAG_CWR = 0x00800000
@@ -33,8 +34,9 @@ _u32 = Struct("!I").unpack_from
 # -- checksum validation (skb_gro_checksum_validate) ----------------------------
 # Under --csum trust every frame is CHECKSUM_UNNECESSARY (csum_cnt > 0), so
 # tcp4/6_gro_receive skip validation (gro.verify_l4 is False).
-def _validate(gro, skb, pseudo_sum: int, field_at: int) -> bool:
-    """True when the TCP checksum is acceptable under the --csum mode."""
+def validate_l4(gro, skb, pseudo_sum: int, field_at: int) -> bool:
+    """True when the TCP/UDP checksum at field_at (covering skb.off onwards)
+    is acceptable under the --csum mode."""
     stats = gro.stats
     data = skb.data
     if gro.csum_auto:
@@ -68,14 +70,14 @@ def _validate(gro, skb, pseudo_sum: int, field_at: int) -> bool:
 # positive value serves: saddr and daddr are adjacent in the header, and one
 # integer of both is congruent to csum.pseudo4/pseudo6's sum of the two; a
 # 32-bit length is congruent to the sum of its 16-bit halves.
-def _pseudo4(data, nh, length):
+def pseudo4(data, nh, length, proto=6):
     """inet_gro_compute_pseudo"""
-    return _from_bytes(data[nh + 12:nh + 20], "big") % 0xFFFF + 6 + length
+    return _from_bytes(data[nh + 12:nh + 20], "big") % 0xFFFF + proto + length
 
 
-def _pseudo6(data, nh, length):
+def pseudo6(data, nh, length, proto=6):
     """ip6_gro_compute_pseudo"""
-    return _from_bytes(data[nh + 8:nh + 40], "big") % 0xFFFF + 6 + length
+    return _from_bytes(data[nh + 8:nh + 40], "big") % 0xFFFF + proto + length
 
 
 def _receive(bucket, skb, gro, pseudo):
@@ -84,7 +86,7 @@ def _receive(bucket, skb, gro, pseudo):
         # a packet that will be flushed anyway is not verified
         data = skb.data
         ps = pseudo(data, skb.network_offsets[skb.encap_mark], len(data) - skb.off)
-        if not _validate(gro, skb, ps, skb.off + 16):
+        if not validate_l4(gro, skb, ps, skb.off + 16):
             skb.flush = "tcp_csum_bad"
             return None
     # tcp_gro_pull_header, inlined: the header length, or the frame is unusable
@@ -99,11 +101,11 @@ def _receive(bucket, skb, gro, pseudo):
 
 
 def tcp4_gro_receive(bucket, skb, gro):
-    return _receive(bucket, skb, gro, _pseudo4)
+    return _receive(bucket, skb, gro, pseudo4)
 
 
 def tcp6_gro_receive(bucket, skb, gro):
-    return _receive(bucket, skb, gro, _pseudo6)
+    return _receive(bucket, skb, gro, pseudo6)
 
 
 # -- tcp_gro_receive ---------------------------------------------------------------
@@ -164,13 +166,6 @@ def _final_reason(flags: int, length: int) -> str:
     return "tcp_no_payload" if length == 0 else "tcp_short_segment"
 
 
-def network_flush(p, skb, offset, inner):
-    """__gro_receive_network_flush: a version nibble of 6 selects ipv6_gro_flush."""
-    if skb.data[offset] >> 4 == 6:
-        return ipv6_gro_flush(p, skb, offset, inner)
-    return inet_gro_flush(p, skb, offset, inner)
-
-
 def tcp_gro_receive(bucket, skb, gro, thlen):
     data = skb.data
     off = skb.off
@@ -183,6 +178,10 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
     length = len(data) - end
     mss = 1
     p = bucket.by_key.get(key)
+    if gro.rx_gro_list:
+        # tcp4/6_check_fraglist_gro: a held packet passes its mode on; otherwise
+        # fraglist GRO is for flows no local established socket terminates
+        skb.is_flist = p.is_flist if p is not None else not _locally_terminated(gro, data, skb, off)
     if p is not None:
         d2 = p.data
         th2 = p.l4_off
@@ -205,8 +204,13 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
                 reason = ipv6_gro_flush(p, skb, outer, 0)
             else:
                 reason = inet_gro_flush(p, skb, outer, 0)
-            if reason is None and p.encap_mark:
-                reason = network_flush(p, skb, skb.network_offsets[1], 1)
+            if p.encap_mark:
+                if reason is not None:
+                    p.flush_layer = "outer"
+                else:
+                    reason = network_flush(p, skb, skb.network_offsets[1], 1)
+                    if reason is not None:
+                        p.flush_layer = "inner"
             if reason is None:
                 mss = p.gso_size
                 if length == 0:
@@ -215,13 +219,25 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
                     reason = "tcp_oversize"
                 elif (_u32(d2, th2 + 4)[0] + p.payload_len - _u32(data, off + 4)[0]) & 0xFFFFFFFF:
                     reason = "tcp_seq_mismatch"
-        if reason is None:
-            reason = gro.merge(p, skb)
-        if reason is not None:
-            mss = 1
-            p.flush = reason
+        if p.is_flist:
+            # fraglist: the whole flag word must match (PSH/FIN too), at most 64
+            # segments, and skb_gro_receive_list chains the skb; no PSH/FIN OR-ing
+            if reason is None:
+                if flags != flags2 or p.count >= 64:
+                    reason = "tcp_flist_mismatch"
+                else:
+                    reason = gro.merge_list(p, skb)
+            if reason is not None:
+                mss = 1
+                p.flush = reason
         else:
-            p.flag_or |= flags & _FIN_PSH
+            if reason is None:
+                reason = gro.merge(p, skb)
+            if reason is not None:
+                mss = 1
+                p.flush = reason
+            else:
+                p.flag_or |= flags & _FIN_PSH
     # final check: a short segment or one of URG/PSH/RST/SYN/FIN ends the aggregate
     final = length < mss or flags & _FINAL_FLAGS
     if final:
@@ -238,23 +254,58 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
     return None
 
 
+def _locally_terminated(gro, data, skb, off) -> bool:
+    """__inet(6)_lookup_established for the segment's 4-tuple (the innermost
+    network header, as skb_gro_network_header gives it)."""
+    nh = skb.network_offsets[skb.encap_mark]
+    if data[nh] >> 4 == 6:
+        saddr, daddr = data[nh + 8:nh + 24], data[nh + 24:nh + 40]
+    else:
+        saddr, daddr = data[nh + 12:nh + 16], data[nh + 16:nh + 20]
+    sport = (data[off] << 8) | data[off + 1]
+    dport = (data[off + 2] << 8) | data[off + 3]
+    return gro.host.tcp_established(saddr, sport, daddr, dport)
+
+
 # -- completion --------------------------------------------------------------------
-def _finish(gro, p, header, gso_type, thoff, pseudo_sum):
+def full_l4_checksum(p, header, thoff: int, check_at: int, pseudo_sum: int) -> int:
+    """--l4-csum full: the checksum a receiver would accept for the rebuilt
+    super-packet (header from thoff, then the payload chunks), the field at
+    check_at (relative to thoff) counted as zero."""
+    header[thoff + check_at] = 0
+    header[thoff + check_at + 1] = 0
+    total = pseudo_sum + csum.sum16(memoryview(header)[thoff:])
+    # the payload follows the (possibly odd-length) header; sum it in place
+    payload = b"".join([memoryview(p.data)[p.off:], *p.chunks])
+    if (len(header) - thoff) & 1:
+        total += csum.sum16(b"\x00" + payload)
+    else:
+        total += csum.sum16(payload)
+    return csum.complement(total)
+
+
+def _finish(gro, p, header, gso_type, thoff, pseudo_sum, family_type):
     """Shared tail of tcp4/6_gro_complete and tcp_gro_complete."""
+    if p.is_flist:
+        # fraglist: FRAGLIST GSO; checksum and flags of the first segment stay
+        # as they were (the chained segments keep their own headers)
+        gso_type.append("fraglist")
+        gso_type.append(family_type)
+        if gro.settings.l4_csum == "full":
+            check = full_l4_checksum(p, header, thoff, 16, pseudo_sum)
+            header[thoff + 16] = check >> 8
+            header[thoff + 17] = check & 0xFF
+        return
+    gso_type.append(family_type)
+    if family_type == "tcpv4":
+        if p.ip_fixedid & 1:
+            gso_type.append("tcp_fixedid")
+        if p.ip_fixedid & 2:
+            gso_type.append("tcp_fixedid_inner")
     flag_byte = header[thoff + 13] | ((p.flag_or >> 16) & 0xFF)
     header[thoff + 13] = flag_byte
     if gro.settings.l4_csum == "full":
-        header[thoff + 16] = 0
-        header[thoff + 17] = 0
-        total = pseudo_sum + csum.sum16(memoryview(header)[thoff:])
-        # the payload follows the (possibly odd-length) header; sum it in place
-        payload = b"".join([memoryview(p.data)[p.off:], *p.chunks])
-        hdr_len = len(header) - thoff
-        if hdr_len & 1:
-            total += csum.sum16(b"\x00" + payload)
-        else:
-            total += csum.sum16(payload)
-        check = csum.complement(total)
+        check = full_l4_checksum(p, header, thoff, 16, pseudo_sum)
     else:
         check = csum.seed(pseudo_sum)     # what CHECKSUM_PARTIAL expects
     header[thoff + 16] = check >> 8
@@ -264,20 +315,14 @@ def _finish(gro, p, header, gso_type, thoff, pseudo_sum):
 
 
 def tcp4_gro_complete(gro, p, header, gso_type, thoff):
-    nh = p.network_offsets[p.encap_mark]
+    nh = p.network_offsets[p.encapsulation]
     length = len(header) - thoff + p.payload_len
     pseudo = csum.pseudo4(bytes(header[nh + 12:nh + 16]), bytes(header[nh + 16:nh + 20]), 6, length)
-    gso_type.append("tcpv4")
-    if p.ip_fixedid & 1:
-        gso_type.append("tcp_fixedid")
-    if p.ip_fixedid & 2:
-        gso_type.append("tcp_fixedid_inner")
-    _finish(gro, p, header, gso_type, thoff, pseudo)
+    _finish(gro, p, header, gso_type, thoff, pseudo, "tcpv4")
 
 
 def tcp6_gro_complete(gro, p, header, gso_type, thoff):
-    nh = p.network_offsets[p.encap_mark]
+    nh = p.network_offsets[p.encapsulation]
     length = len(header) - thoff + p.payload_len
     pseudo = csum.pseudo6(bytes(header[nh + 8:nh + 24]), bytes(header[nh + 24:nh + 40]), 6, length)
-    gso_type.append("tcpv6")
-    _finish(gro, p, header, gso_type, thoff, pseudo)
+    _finish(gro, p, header, gso_type, thoff, pseudo, "tcpv6")

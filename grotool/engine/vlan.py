@@ -20,6 +20,8 @@ def vlan_gro_receive(bucket, skb, gro):
         return None
     skb.key += data[off:off + 4]
     skb.off = off + 4
+    if not offloads.enter_layer(skb):        # call_gro_receive
+        return None
     return entry[0](bucket, skb, gro)
 
 

@@ -1,0 +1,186 @@
+"""UDP: udp4/6_gro_receive, udp_gro_receive, udp_gro_receive_segment and the
+completions (net/ipv4/udp_offload.c, net/ipv6/udp_offload.c), 6.18 semantics.
+
+Three ways a datagram can take part in GRO, all decided per packet by the
+host state (hoststate.py): segment GRO (a local UDP_GRO socket,
+rx-udp-gro-forwarding without a socket, or fraglist under rx-gro-list), or a
+UDP tunnel socket (VXLAN, GENEVE) whose gro_receive parses the inner packet.
+Anything else goes up alone (udp_no_gro_path).
+"""
+
+from __future__ import annotations
+
+from struct import Struct
+
+from . import csum
+from .hoststate import GENEVE_SOCKET, UDP_GRO_SOCKET, VXLAN_SOCKET
+from .network import gro_receive_network_flush
+from .offloads import enter_layer
+from .tunnels import geneve_gro_complete, geneve_gro_receive, vxlan_gro_complete, vxlan_gro_receive
+from .tcp import full_l4_checksum, pseudo4, pseudo6, validate_l4
+
+UDP_GRO_CNT_MAX = 64                 # udp_offload.c
+_u16 = Struct("!H").unpack_from
+
+
+def _receive(bucket, skb, gro, pseudo):
+    """The shared body of udp4_gro_receive and udp6_gro_receive."""
+    data = skb.data
+    off = skb.off
+    if len(data) < off + 8:
+        skb.flush = skb.flush or "udp_hdr_unreadable"
+        return None
+    check = (data[off + 6] << 8) | data[off + 7]
+    # the checksum state the tunnel path asks about: nonzero and never verified
+    unverified = False
+    if check and gro.verify_l4:
+        if skb.flush is None:
+            # skb_gro_checksum_validate_zero_check: a zero checksum is accepted unchecked
+            ps = pseudo(data, skb.network_offsets[skb.encap_mark], len(data) - off, 17)
+            if not validate_l4(gro, skb, ps, off + 6):
+                skb.flush = "udp_csum_bad"
+                return None
+        else:
+            unverified = True        # a packet that will be flushed anyway is not verified
+    # udp4/6_gro_lookup_skb, only while udp_encap_needed_key is on
+    sk = gro.host.udp_socket((data[off + 2] << 8) | data[off + 3])
+    return udp_gro_receive(bucket, skb, gro, sk, check, unverified)
+
+
+def udp4_gro_receive(bucket, skb, gro):
+    return _receive(bucket, skb, gro, pseudo4)
+
+
+def udp6_gro_receive(bucket, skb, gro):
+    return _receive(bucket, skb, gro, pseudo6)
+
+
+def udp_gro_receive(bucket, skb, gro, sk, check, unverified):
+    """udp_gro_receive: segment GRO, a tunnel socket's gro_receive, or no GRO."""
+    skb.is_flist = 0
+    if sk is not VXLAN_SOCKET and sk is not GENEVE_SOCKET:
+        # (skb->encapsulation, set only on locally encapsulated packets, is never set here)
+        host = gro.host
+        if host.rx_gro_list:
+            skb.is_flist = 0 if sk is UDP_GRO_SOCKET else 1
+        if (sk is None and host.udp_gro_forwarding) or sk is UDP_GRO_SOCKET or skb.is_flist:
+            if not enter_layer(skb):
+                return None
+            return udp_gro_receive_segment(bucket, skb, gro, check)
+        skb.flush = skb.flush or "udp_no_gro_path"
+        return None
+    if skb.encap_mark:
+        skb.flush = skb.flush or "tunnel_nested"
+        return None
+    if unverified:
+        skb.flush = skb.flush or "udp_tunnel_csum_unverified"
+        return None
+    skb.encap_mark = 1
+    off = skb.off
+    data = skb.data
+    # same tunnel: the port pair, and checksums both zero or both nonzero
+    skb.key += data[off:off + 4] + (b"\x00" if check else b"\x01")
+    skb.l4_off = off
+    skb.off = off + 8
+    if not enter_layer(skb):                 # call_gro_receive_sk
+        return None
+    if sk is VXLAN_SOCKET:
+        return vxlan_gro_receive(bucket, skb, gro)
+    return geneve_gro_receive(bucket, skb, gro)
+
+
+def udp_gro_receive_segment(bucket, skb, gro, check):
+    """udp_gro_receive_segment: datagrams of one flow, all the same length but
+    a shorter last one, become one UDP_L4 (or fraglist) super-packet."""
+    data = skb.data
+    off = skb.off
+    if not check:
+        # segment GRO needs a checksum, for symmetry with GSO
+        skb.flush = skb.flush or "udp_zero_csum"
+        return None
+    ulen = (data[off + 4] << 8) | data[off + 5]
+    if ulen <= 8 or ulen != len(data) - off:
+        skb.flush = skb.flush or "udp_bad_len"
+        return None
+    key = skb.key + data[off:off + 4]        # the port pair completes the flow identity
+    skb.key = key
+    skb.l4_off = off
+    skb.off = off + 8
+    p = bucket.by_key.get(key)
+    if p is None:
+        return None
+    if skb.is_flist != p.is_flist:
+        skb.flush = skb.flush or "udp_flist_mismatch"
+        p.flush = "udp_flist_mismatch"
+        return p
+    reason = gro_receive_network_flush(p, skb)
+    first_len = _u16(p.data, p.l4_off + 4)[0]
+    if reason is None and ulen > first_len:
+        reason = "udp_len_larger"
+    if reason is None:
+        # fraglist: ip_summed and csum_level must match p's; every frame of a
+        # replay gets the same checksum state, so they always do here
+        reason = gro.merge_list(p, skb) if skb.is_flist else gro.merge(p, skb)
+        if reason is None:
+            if ulen != first_len:
+                reason = "udp_short_last"
+            elif p.count >= UDP_GRO_CNT_MAX:
+                reason = "udp_max_segs"
+            else:
+                return None
+    p.flush = reason
+    return p
+
+
+# -- completion --------------------------------------------------------------------
+def _pseudo4(header, nh, length):
+    return csum.pseudo4(bytes(header[nh + 12:nh + 16]), bytes(header[nh + 16:nh + 20]), 17, length)
+
+
+def _pseudo6(header, nh, length):
+    return csum.pseudo6(bytes(header[nh + 8:nh + 24]), bytes(header[nh + 24:nh + 40]), 17, length)
+
+
+def _complete(gro, p, header, gso_type, nhoff, pseudo):
+    """udp4/6_gro_complete and udp_gro_complete."""
+    total = len(header) - nhoff + p.payload_len
+    header[nhoff + 4] = (total >> 8) & 0xFF
+    header[nhoff + 5] = total & 0xFF
+    check = (header[nhoff + 6] << 8) | header[nhoff + 7]
+    # the IP header this UDP header belongs to (network_offsets[skb->encapsulation])
+    pseudo_sum = pseudo(header, p.network_offsets[p.encapsulation], total)
+    full = check and gro.settings.l4_csum == "full"
+    if p.is_flist and not p.encap_mark:
+        # fraglist: UDP length of the whole, the first datagram's checksum left alone
+        gso_type.append("fraglist")
+        gso_type.append("udp_l4")
+    else:
+        if check:
+            _write_check(header, nhoff, csum.seed(pseudo_sum))
+        sk = gro.host.udp_socket((header[nhoff + 2] << 8) | header[nhoff + 3])
+        if sk is VXLAN_SOCKET or sk is GENEVE_SOCKET:
+            # the tunnel socket's gro_complete; gso_type is assigned, not ORed, and
+            # encap_mark cleared so that an inner fraglist completes as one
+            gso_type[:] = ["udp_tunnel_csum" if check else "udp_tunnel"]
+            p.encap_mark = 0
+            p.encapsulation = 1
+            complete = vxlan_gro_complete if sk is VXLAN_SOCKET else geneve_gro_complete
+            complete(gro, p, header, gso_type, nhoff + 8)
+        else:
+            gso_type.append("udp_l4")            # udp_gro_complete_segment
+    if full:
+        # after the inner headers are final: the checksum covers them
+        _write_check(header, nhoff, full_l4_checksum(p, header, nhoff, 6, pseudo_sum))
+
+
+def _write_check(header, nhoff, value):
+    header[nhoff + 6] = value >> 8
+    header[nhoff + 7] = value & 0xFF
+
+
+def udp4_gro_complete(gro, p, header, gso_type, nhoff):
+    _complete(gro, p, header, gso_type, nhoff, _pseudo4)
+
+
+def udp6_gro_complete(gro, p, header, gso_type, nhoff):
+    _complete(gro, p, header, gso_type, nhoff, _pseudo6)
