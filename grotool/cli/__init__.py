@@ -105,6 +105,9 @@ def _render_replay(result, console: Console, top: int) -> None:
     console.print(f"[bold]reasons[/bold]: {hist}")
 
 
+from .hostopts import host_options, host_settings, layout_option  # noqa: E402
+
+
 @main.command()
 @click.argument("input_path", metavar="INPUT", type=str)
 @click.argument("output_path", metavar="OUTPUT", type=str, required=False)
@@ -150,10 +153,12 @@ def _render_replay(result, console: Console, top: int) -> None:
               help="Write one JSON line per delivered packet: segments, gso_size, reason, input frames covered.")
 @click.option("--top", type=click.IntRange(0, 1 << 30), default=20, show_default=True, help="Flows shown in the table.")
 @click.option("--quiet", "-q", is_flag=True, help="No table.")
+@host_options
+@layout_option
 @user_errors
 def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro, gro_max_size, gro_ipv4_max_size,
            max_skb_frags, gro_normal_batch, hz, rx_queues, rss_key, rx_usecs, rx_frames, gro_flush_timeout,
-           napi_defer_hard_irqs, poll_ns_per_frame, json_path, packets_path, top, quiet):
+           napi_defer_hard_irqs, poll_ns_per_frame, json_path, packets_path, top, quiet, layout, **host):
     """Replay INPUT (pcap/pcapng, gzip ok, '-' for stdin) through simulated GRO;
     write what Linux would deliver to OUTPUT (pcap, '-' for stdout)."""
     from ..replay import replay as run_replay
@@ -163,7 +168,7 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
                         max_skb_frags=max_skb_frags, gro_normal_batch=gro_normal_batch, hz=int(hz),
                         rx_queues=rx_queues, rss_key=rss_key, rx_usecs=rx_usecs, rx_frames=rx_frames,
                         gro_flush_timeout=gro_flush_timeout, napi_defer_hard_irqs=napi_defer_hard_irqs,
-                        poll_ns_per_frame=poll_ns_per_frame)
+                        poll_ns_per_frame=poll_ns_per_frame, layout=layout, **host_settings(host))
     if output_path == "-" and json_path == "-":
         raise click.UsageError("OUTPUT and --json cannot both be standard output")
     result = run_replay(input_path, output_path, settings, packets_path)

@@ -160,8 +160,11 @@ class GroNode:
 
     def merge_list(self, p: Skb, skb: Skb) -> Optional[str]:
         """skb_gro_receive_list (fraglist GRO): chain the whole skb, headers pulled
-        off, behind p.  Returns a refusal reason or None.  6.18 does not look at
-        the skb's flush flag here (unlike skb_gro_receive)."""
+        off, behind p.  Returns a refusal reason or None."""
+        if skb.flush is not None:
+            # a flagged skb is refused, as skb_gro_receive does (a 6.18.y stable
+            # fix; 6.18.44 has it, checked against the kernel)
+            return skb.flush
         data = skb.data
         if p.length + len(data) - skb.l2_len >= 65536:
             # the limit is fixed: gro_max_size is not consulted

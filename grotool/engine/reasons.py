@@ -71,6 +71,7 @@ REASONS = {
     "udp_zero_csum": ("S", "udp_gro_receive_segment", "UDP checksum field 0: segment GRO needs a checksum"),
     "udp_bad_len": ("S", "udp_gro_receive_segment", "UDP length <= 8 or differs from the bytes present (padding, truncation)"),
     "udp_flist_mismatch": ("PS", "udp_gro_receive_segment", "fraglist state differs from the held packet's"),
+    "udp_flist_csum_state": ("S", "udp_gro_receive_segment", "fraglist: checksum state (ip_summed, csum_level) differs from the held packet's; it stays held"),
     "udp_len_larger": ("P", "udp_gro_receive_segment", "datagram longer than the held packet's first one"),
     "udp_short_last": ("M", "udp_gro_receive_segment", "datagram shorter than the held packet's first one: merged, then completed"),
     "udp_max_segs": ("M", "udp_gro_receive_segment", "the aggregate reached 64 datagrams: merged, then completed"),

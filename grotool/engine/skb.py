@@ -34,6 +34,8 @@ class Skb:
         "is_flist",      # fraglist GRO for this packet (tcp4/6_check_fraglist_gro, udp_gro_receive)
         "recursion",     # gro_recursion_inc_test's counter: layer transitions so far
         "flush_layer",   # "outer" / "inner" when flush names an L3 check of an encapsulated packet
+        "csum_level",    # ip_summed and csum_level: -1 CHECKSUM_NONE, 0..3 CHECKSUM_UNNECESSARY at that
+                         # level after GRO verified checksums (__skb_incr_checksum_unnecessary)
         "csum",          # None, or the ones'-complement sum of the whole frame as an integer
                          # congruent to csum.sum16(data) mod 0xFFFF (CHECKSUM_COMPLETE's
                          # skb->csum), computed for a whole poll by the device (napi.py)
@@ -72,6 +74,7 @@ class Skb:
         self.is_flist = 0
         self.recursion = 0
         self.flush_layer = ""
+        self.csum_level = -1
         self.csum = None
 
     def gro_len(self) -> int:

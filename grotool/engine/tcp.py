@@ -70,6 +70,14 @@ def validate_l4(gro, skb, pseudo_sum: int, field_at: int) -> bool:
 # positive value serves: saddr and daddr are adjacent in the header, and one
 # integer of both is congruent to csum.pseudo4/pseudo6's sum of the two; a
 # 32-bit length is congruent to the sum of its 16-bit halves.
+def checksum_verified(skb) -> None:
+    """__skb_incr_checksum_unnecessary after a checksum GRO verified: NONE
+    becomes UNNECESSARY, then each further one raises csum_level (at most 3).
+    Fraglist GRO merges only packets whose state is equal."""
+    if skb.csum_level < 3:
+        skb.csum_level += 1
+
+
 def pseudo4(data, nh, length, proto=6):
     """inet_gro_compute_pseudo"""
     return _from_bytes(data[nh + 12:nh + 20], "big") % 0xFFFF + proto + length
@@ -89,6 +97,7 @@ def _receive(bucket, skb, gro, pseudo):
         if not validate_l4(gro, skb, ps, skb.off + 16):
             skb.flush = "tcp_csum_bad"
             return None
+        checksum_verified(skb)
     # tcp_gro_pull_header, inlined: the header length, or the frame is unusable
     data = skb.data
     off = skb.off
@@ -223,7 +232,7 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
             # fraglist: the whole flag word must match (PSH/FIN too), at most 64
             # segments, and skb_gro_receive_list chains the skb; no PSH/FIN OR-ing
             if reason is None:
-                if flags != flags2 or p.count >= 64:
+                if flags != flags2 or skb.csum_level != p.csum_level or p.count >= 64:
                     reason = "tcp_flist_mismatch"
                 else:
                     reason = gro.merge_list(p, skb)

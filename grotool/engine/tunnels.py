@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from . import csum, ipv4, ipv6
 from .offloads import enter_layer
+from .tcp import checksum_verified
 
 
 def _enter(skb) -> bool:
@@ -78,6 +79,7 @@ def gre_gro_receive(bucket, skb, gro):
             skb.flush = "gre_csum_bad"
             return None
         gro.stats.csum_verified += 1
+        checksum_verified(skb)
     # same tunnel: flags + protocol, and the key when present (the checksum is not compared)
     skb.key += data[off:off + 4] + (data[off + 4:off + 8] if flags & GRE_KEY else b"")
     skb.off = off + hlen

@@ -17,7 +17,7 @@ from .hoststate import GENEVE_SOCKET, UDP_GRO_SOCKET, VXLAN_SOCKET
 from .network import gro_receive_network_flush
 from .offloads import enter_layer
 from .tunnels import geneve_gro_complete, geneve_gro_receive, vxlan_gro_complete, vxlan_gro_receive
-from .tcp import full_l4_checksum, pseudo4, pseudo6, validate_l4
+from .tcp import checksum_verified, full_l4_checksum, pseudo4, pseudo6, validate_l4
 
 UDP_GRO_CNT_MAX = 64                 # udp_offload.c
 _u16 = Struct("!H").unpack_from
@@ -33,14 +33,16 @@ def _receive(bucket, skb, gro, pseudo):
     check = (data[off + 6] << 8) | data[off + 7]
     # the checksum state the tunnel path asks about: nonzero and never verified
     unverified = False
-    if check and gro.verify_l4:
+    if gro.verify_l4:
         if skb.flush is None:
             # skb_gro_checksum_validate_zero_check: a zero checksum is accepted unchecked
-            ps = pseudo(data, skb.network_offsets[skb.encap_mark], len(data) - off, 17)
-            if not validate_l4(gro, skb, ps, off + 6):
-                skb.flush = "udp_csum_bad"
-                return None
-        else:
+            if check:
+                ps = pseudo(data, skb.network_offsets[skb.encap_mark], len(data) - off, 17)
+                if not validate_l4(gro, skb, ps, off + 6):
+                    skb.flush = "udp_csum_bad"
+                    return None
+            checksum_verified(skb)
+        elif check:
             unverified = True        # a packet that will be flushed anyway is not verified
     # udp4/6_gro_lookup_skb, only while udp_encap_needed_key is on
     sk = gro.host.udp_socket((data[off + 2] << 8) | data[off + 3])
@@ -118,9 +120,15 @@ def udp_gro_receive_segment(bucket, skb, gro, check):
     if reason is None and ulen > first_len:
         reason = "udp_len_larger"
     if reason is None:
-        # fraglist: ip_summed and csum_level must match p's; every frame of a
-        # replay gets the same checksum state, so they always do here
-        reason = gro.merge_list(p, skb) if skb.is_flist else gro.merge(p, skb)
+        if skb.is_flist:
+            if skb.csum_level != p.csum_level:
+                # fraglist needs equal checksum states (a flagged packet skipped
+                # verification); the skb goes up alone, p stays held
+                skb.flush = skb.flush or "udp_flist_csum_state"
+                return None
+            reason = gro.merge_list(p, skb)
+        else:
+            reason = gro.merge(p, skb)
         if reason is None:
             if ulen != first_len:
                 reason = "udp_short_last"
