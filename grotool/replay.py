@@ -75,7 +75,7 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
     with CaptureReader(input_path) as reader:
         linktype = reader.linktype if reader.linktype is not None else 1
         engine = Engine(linktype, settings)
-        collector = StatsCollector(linktype)
+        collector = StatsCollector(linktype, settings.layout, settings.max_skb_frags)
         writer = PcapWriter(output_path, linktype, output_snaplen(settings)) if output_path else None
         log = PacketLog(packets_path, collector.namer) if packets_path else None
         if log is not None:

@@ -277,3 +277,29 @@ def test_every_frame_delivered_once_and_payload_conserved(build, host):
     out = run(frames, **host)
     covered_once(frames, out)
     assert sum(len(d.data) for d in out) <= sum(len(f) for f in frames)
+
+
+# -- skb layout ------------------------------------------------------------------
+LAYOUT_SHAPES = {          # 20 segments of 1000 bytes: (page frags, skbs on frag_list)
+    "frags": (20, 1),                 # the 18th segment overflows MAX_SKB_FRAGS (17)
+    "header-split": (20, 1),
+    "linear-pagefrag": (18, 1),       # head-frag path: one fragment per merged head
+    "linear-kmalloc": (0, 19),        # every merged segment chained
+    "mlx5-copy256": (20, 19),         # 256 copied bytes > headers: kmalloc'd head, frag_list
+}
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUT_SHAPES))
+def test_layout_changes_shape_never_decisions(layout):
+    frames = [S.tcp_frame(seq=1000 + i * 1000, payload=1000, ip_id=i) for i in range(20)] + F.udp_mixed()
+    base = run(frames, udp_gro_forwarding=True)
+    out = run(frames, udp_gro_forwarding=True, layout=layout)
+    assert [(d.data, d.indices, d.reason) for d in out] == [(d.data, d.indices, d.reason) for d in base]
+    shape = out[0].shape(layout)
+    assert (out[0].segs, shape.frags, shape.frag_list, shape.slow_pulls) == (20, *LAYOUT_SHAPES[layout], 0)
+
+
+def test_fraglist_chains_every_segment_whatever_the_layout():
+    out = run(tcp_flow(5), rx_gro_list=True)
+    shape = out[0].shape("frags")
+    assert (shape.frags, shape.frag_list) == (5, 4)

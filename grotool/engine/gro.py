@@ -108,8 +108,6 @@ class GroNode:
         skb.length = len(skb.data) - skb.l2_len   # p->len: from the network header
         skb.ip_fixedid = 0
         skb.flag_or = 0
-        skb.frags = 1
-        skb.frag_list = 0
         skb.encapsulation = 0
         bucket.held.append(skb)
         bucket.by_key[skb.key] = skb
@@ -144,12 +142,6 @@ class GroNode:
             refusal = self.merge_allowed_size(p, skb, length)
             if refusal is not None:
                 return refusal
-        # Layout model: one page fragment per received frame (napi_gro_frags drivers).
-        if p.frags >= self.max_skb_frags:
-            p.frag_list += 1
-            p.frags = 1
-        else:
-            p.frags += 1
         p.chunks.append(memoryview(data)[off:])
         p.indices.append(skb.index)
         p.count += skb.count
@@ -171,7 +163,6 @@ class GroNode:
             return "flist_max_size"
         off = skb.off
         length = len(data) - off
-        p.frag_list += 1
         p.chunks.append(memoryview(data)[off:])
         p.indices.append(skb.index)
         p.count += 1
@@ -187,22 +178,23 @@ class GroNode:
         if p.count == 1:
             # a lone held packet goes up unchanged
             self.normal_one(Delivery(p.ts, p.data, 1, reason, (p.index,), p.key,
-                                     0, (), p.payload_len, 1, 0, self.queue, self.poll, layer))
+                                     0, (), p.payload_len, self.queue, self.poll, layer))
             return
         header = bytearray(p.data[:p.off])
         gso_type: List[str] = []
         offloads.complete_chain(self, p, header, gso_type)
         data = b"".join([header, memoryview(p.data)[p.off:], *p.chunks])
         self.normal_one(Delivery(p.ts, data, p.count, reason, tuple(p.indices), p.key,
-                                 p.gso_size, tuple(gso_type), p.payload_len, p.frags, p.frag_list,
-                                 self.queue, self.poll, layer))
+                                 p.gso_size, tuple(gso_type), p.payload_len, self.queue, self.poll, layer,
+                                 p.l2_len, p.off, len(p.data), tuple(len(c) for c in p.chunks),
+                                 bool(p.is_flist)))
 
     def normal(self, skb: Skb, reason: str) -> None:
         """GRO_NORMAL: the received frame goes up alone and unchanged."""
         # the key is a full flow identity, and skb.off the payload start, only once TCP has parsed it
         parsed = bool(skb.l4_off)
         self.normal_one(Delivery(skb.ts, skb.data, 1, reason, (skb.index,), skb.key if parsed else b"",
-                                 0, (), len(skb.data) - skb.off if parsed else 0, 1, 0, self.queue, self.poll,
+                                 0, (), len(skb.data) - skb.off if parsed else 0, self.queue, self.poll,
                                  skb.flush_layer if skb.flush_layer and reason == skb.flush else ""))
 
     def normal_one(self, delivery: Delivery) -> None:

@@ -47,8 +47,6 @@ class Skb:
         "chunks",        # payload pieces of merged segments, in order
         "indices",       # capture indices of the merged frames
         "flag_or",       # TCP FIN|PSH bits gathered from merged segments
-        "frags",         # page fragments in the last skb of the chain (layout model)
-        "frag_list",     # skbs chained on frag_list (layout model)
         "encapsulation", # skb->encapsulation during completion: the L4 complete reads network_offsets[it]
     )
 
@@ -94,12 +92,23 @@ class Delivery:
     key: bytes = b""             # same-flow identity (empty when GRO never parsed it)
     gso_size: int = 0
     gso_type: Tuple[str, ...] = ()
-    payload: int = 0             # TCP payload bytes as GRO counted them (padding included); 0 if TCP never parsed it
-    frags: int = 0               # layout: page frags in the head skb
-    frag_list: int = 0           # layout: skbs chained on frag_list
+    payload: int = 0             # L4 payload bytes as GRO counted them (padding included); 0 if L4 never parsed it
     queue: int = 0               # RX queue (NAPI instance) it came through
     poll: int = 0                # poll number on that queue
     layer: str = ""              # for an L3 reason of an encapsulated packet: "outer" or "inner" header
+    # for the skb layout model (layout.py), filled for super-packets only
+    l2_len: int = 0              # link header bytes
+    header_len: int = 0          # bytes of headers GRO walked (from the frame start)
+    first_len: int = 0           # the first segment's frame length
+    merged_lens: Tuple[int, ...] = ()   # payload bytes of each merged segment
+    fraglist: bool = False       # built by skb_gro_receive_list
+
+    def shape(self, layout: str = "frags", max_skb_frags: int = 17):
+        """The skb layout model's view of this packet (layout.Shape)."""
+        from .layout import shape
+        offset = self.header_len - self.l2_len
+        return shape(layout, max_skb_frags, self.l2_len, offset, self.first_len or len(self.data),
+                     [self.header_len + n for n in self.merged_lens], self.fraglist)
 
 
 @dataclass

@@ -36,10 +36,44 @@ class FlowStats:
         }
 
 
+class LayoutTotals:
+    """The skb layout model summed over super-packets (engine/layout.py)."""
+
+    __slots__ = ("layout", "max_skb_frags", "super_packets", "with_frag_list", "frag_list_skbs", "frags",
+                 "slow_pulls", "bytes", "truesize")
+
+    def __init__(self, layout: str, max_skb_frags: int):
+        self.layout = layout
+        self.max_skb_frags = max_skb_frags
+        self.super_packets = self.with_frag_list = self.frag_list_skbs = self.frags = 0
+        self.slow_pulls = self.bytes = self.truesize = 0
+
+    def add(self, delivery) -> None:
+        shape = delivery.shape(self.layout, self.max_skb_frags)
+        self.super_packets += 1
+        self.with_frag_list += 1 if shape.frag_list else 0
+        self.frag_list_skbs += shape.frag_list
+        self.frags += shape.frags
+        self.slow_pulls += shape.slow_pulls
+        self.bytes += len(delivery.data) - delivery.l2_len
+        self.truesize += shape.truesize
+
+    def to_json(self) -> dict:
+        return {
+            "layout": self.layout,
+            "super_packets": self.super_packets,
+            "with_frag_list": self.with_frag_list,
+            "frag_list_skbs": self.frag_list_skbs,
+            "page_frags": self.frags,
+            "slow_pulls": self.slow_pulls,
+            "len_over_truesize": round(self.bytes / self.truesize, 4) if self.truesize else 0.0,
+        }
+
+
 class StatsCollector:
     """Feed it every Delivery in order; it never keeps the packets themselves."""
 
-    def __init__(self, linktype: int):
+    def __init__(self, linktype: int, layout: str = "frags", max_skb_frags: int = 17):
         self.namer = FlowNamer(linktype)
         self.flows: Dict[FlowTuple, FlowStats] = {}
         self.reasons: Counter = Counter()
@@ -47,6 +81,7 @@ class StatsCollector:
         self.packets_out = 0
         self.super_packets = 0
         self.max_segs = 0
+        self.layout = LayoutTotals(layout, max_skb_frags)
         # engine flow identity -> its FlowStats: the identity holds every byte the
         # flow description is made of, so one description per identity is exact
         self._by_key: Dict[bytes, FlowStats] = {}
@@ -74,6 +109,7 @@ class StatsCollector:
         if segs > 1:
             fs.super_packets += 1
             self.super_packets += 1
+            self.layout.add(delivery)
         if segs > self.max_segs:
             self.max_segs = segs
         self.reasons[reason] += 1
@@ -92,6 +128,7 @@ class StatsCollector:
             "max_segs": self.max_segs,
             "flows": len(self.flows),
             "flush_reasons": dict(self.reasons.most_common()),
+            "skb_layout": self.layout.to_json(),
         }
         if engine_stats is not None:
             totals["checksums"] = engine_stats
