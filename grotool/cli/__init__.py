@@ -105,6 +105,7 @@ def _render_replay(result, console: Console, top: int) -> None:
     console.print(f"[bold]reasons[/bold]: {hist}")
 
 
+from ..report.hints import host_hint  # noqa: E402
 from .hostopts import host_options, host_settings, layout_option  # noqa: E402
 
 
@@ -180,6 +181,9 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
             f"pseudo-header seed), {st.csum_bad} bad (sent up alone), {st.csum_verified} verified",
             err=True,
         )
+    hint = host_hint(settings, st)
+    if hint:
+        click.echo(f"grotool: {hint}", err=True)
     if json_path:
         _write_json(result.document, json_path)
     if not quiet:

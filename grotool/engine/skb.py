@@ -7,8 +7,8 @@ kernel): holding a packet just gives it the aggregate fields.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Tuple
+from dataclasses import dataclass, field
+from typing import Dict, Tuple
 
 
 class Skb:
@@ -124,3 +124,6 @@ class Stats:
     irqs: int = 0                # nic: interrupts that scheduled a poll
     timer_polls: int = 0         # nic: polls scheduled by the gro_flush_timeout timer
     normal_batches: int = 0      # gro_normal_list hand-overs to the stack
+    # host-state hints: traffic a host option would have changed
+    udp_no_gro_path: Dict[int, int] = field(default_factory=dict)   # destination port -> datagrams
+    tcp_fraglist_assumed: int = 0  # TCP segments taken as forwarded (rx-gro-list, no --local-tcp for them)

@@ -190,7 +190,11 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
     if gro.rx_gro_list:
         # tcp4/6_check_fraglist_gro: a held packet passes its mode on; otherwise
         # fraglist GRO is for flows no local established socket terminates
-        skb.is_flist = p.is_flist if p is not None else not _locally_terminated(gro, data, skb, off)
+        if p is not None:
+            skb.is_flist = p.is_flist
+        else:
+            skb.is_flist = not _locally_terminated(gro, data, skb, off)
+            gro.stats.tcp_fraglist_assumed += skb.is_flist
     if p is not None:
         d2 = p.data
         th2 = p.l4_off

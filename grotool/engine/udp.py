@@ -69,7 +69,12 @@ def udp_gro_receive(bucket, skb, gro, sk, check, unverified):
             if not enter_layer(skb):
                 return None
             return udp_gro_receive_segment(bucket, skb, gro, check)
-        skb.flush = skb.flush or "udp_no_gro_path"
+        if skb.flush is None:
+            ports = gro.stats.udp_no_gro_path
+            dport = (skb.data[skb.off + 2] << 8) | skb.data[skb.off + 3]
+            if dport in ports or len(ports) < 4096:
+                ports[dport] = ports.get(dport, 0) + 1
+            skb.flush = "udp_no_gro_path"
         return None
     if skb.encap_mark:
         skb.flush = skb.flush or "tunnel_nested"
