@@ -109,6 +109,8 @@ class GroNode:
         skb.ip_fixedid = 0
         skb.flag_or = 0
         skb.encapsulation = 0
+        if not self.rx_gro_list:
+            skb.is_flist = 0                         # only rx-gro-list decides per packet
         bucket.held.append(skb)
         bucket.by_key[skb.key] = skb
         self.held_count += 1
@@ -174,7 +176,7 @@ class GroNode:
     # -- completion and delivery ------------------------------------------------
     def complete(self, p: Skb, reason: str) -> None:
         """gro_complete: rebuild the super-packet and queue it for delivery."""
-        layer = p.flush_layer if p.flush_layer and reason == p.flush else ""
+        layer = getattr(p, "flush_layer", "") if p.encap_mark and reason == p.flush else ""
         if p.count == 1:
             # a lone held packet goes up unchanged
             self.normal_one(Delivery(p.ts, p.data, 1, reason, (p.index,), p.key,
@@ -186,7 +188,7 @@ class GroNode:
         data = b"".join([header, memoryview(p.data)[p.off:], *p.chunks])
         self.normal_one(Delivery(p.ts, data, p.count, reason, tuple(p.indices), p.key,
                                  p.gso_size, tuple(gso_type), p.payload_len, self.queue, self.poll, layer,
-                                 p.l2_len, p.off, len(p.data), tuple(len(c) for c in p.chunks),
+                                 p.l2_len, p.off, len(p.data), tuple(map(len, p.chunks)),
                                  bool(p.is_flist)))
 
     def normal(self, skb: Skb, reason: str) -> None:
@@ -194,8 +196,7 @@ class GroNode:
         # the key is a full flow identity, and skb.off the payload start, only once TCP has parsed it
         parsed = bool(skb.l4_off)
         self.normal_one(Delivery(skb.ts, skb.data, 1, reason, (skb.index,), skb.key if parsed else b"",
-                                 0, (), len(skb.data) - skb.off if parsed else 0, self.queue, self.poll,
-                                 skb.flush_layer if skb.flush_layer and reason == skb.flush else ""))
+                                 0, (), len(skb.data) - skb.off if parsed else 0, self.queue, self.poll))
 
     def normal_one(self, delivery: Delivery) -> None:
         """gro_normal_one: rx_count counts segments; a full batch goes to the stack."""

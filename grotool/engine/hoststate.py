@@ -8,7 +8,6 @@ __inet(6)_lookup_established in tcp4/6_check_fraglist_gro.
 
 from __future__ import annotations
 
-import socket
 from typing import Dict, Optional, Set, Tuple
 
 # What a UDP socket lookup finds
@@ -18,6 +17,7 @@ GENEVE_SOCKET = "geneve"        # ... geneve_gro_receive
 
 
 def _address(text: str) -> bytes:
+    import socket                # only when a --local-tcp is given: replay's start-up stays lean
     text = text.strip()
     if text.startswith("[") and text.endswith("]"):
         return socket.inet_pton(socket.AF_INET6, text[1:-1])

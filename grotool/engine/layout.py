@@ -106,8 +106,25 @@ def _parts(layout: str, frame_len: int, l2_len: int, offset: int) -> SkbParts:
     return parts
 
 
+_SHAPE_CACHE: dict = {}
+
+
 def shape(layout: str, max_skb_frags: int, l2_len: int, offset: int, first_len: int,
-          merged_lens, fraglist: bool) -> Shape:
+          merged_payloads: tuple, fraglist: bool, header_len: int) -> Shape:
+    """shape_of for merged segments of header_len + each of merged_payloads
+    bytes, remembered: bulk traffic repeats the same segment sizes."""
+    key = (layout, max_skb_frags, l2_len, offset, first_len, merged_payloads, fraglist, header_len)
+    result = _SHAPE_CACHE.get(key)
+    if result is None:
+        if len(_SHAPE_CACHE) > 4096:
+            _SHAPE_CACHE.clear()
+        result = _SHAPE_CACHE[key] = shape_of(layout, max_skb_frags, l2_len, offset, first_len,
+                                              [header_len + n for n in merged_payloads], fraglist)
+    return result
+
+
+def shape_of(layout: str, max_skb_frags: int, l2_len: int, offset: int, first_len: int,
+             merged_lens, fraglist: bool) -> Shape:
     """The super-packet's shape: the head skb of first_len bytes, then one
     merge per entry of merged_lens (frame lengths, headers included), each
     taking the path skb_gro_receive takes for that layout (frags, head-frag,

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, Tuple
 
+from .layout import shape
+
 
 class Skb:
     __slots__ = (
@@ -31,9 +33,10 @@ class Skb:
         "l4_off",        # transport header offset
         "same_flow",     # set when merged into a held packet
         "ip_fixedid",    # bit 0 outer, bit 1 inner (inet_gro_flush)
-        "is_flist",      # fraglist GRO for this packet (tcp4/6_check_fraglist_gro, udp_gro_receive)
+        "is_flist",      # fraglist GRO for this packet (tcp4/6_check_fraglist_gro, udp_gro_receive;
+                         # set before it is read: by TCP under rx-gro-list, by UDP, else by hold())
         "recursion",     # gro_recursion_inc_test's counter: layer transitions so far
-        "flush_layer",   # "outer" / "inner" when flush names an L3 check of an encapsulated packet
+        "flush_layer",   # held encapsulated packet: "outer"/"inner" header of its L3 flush reason (set only then)
         "csum_level",    # ip_summed and csum_level: -1 CHECKSUM_NONE, 0..3 CHECKSUM_UNNECESSARY at that
                          # level after GRO verified checksums (__skb_incr_checksum_unnecessary)
         "csum",          # None, or the ones'-complement sum of the whole frame as an integer
@@ -69,9 +72,7 @@ class Skb:
         self.outer_family = 0
         self.l4_off = 0
         self.same_flow = False
-        self.is_flist = 0
         self.recursion = 0
-        self.flush_layer = ""
         self.csum_level = -1
         self.csum = None
 
@@ -105,10 +106,9 @@ class Delivery:
 
     def shape(self, layout: str = "frags", max_skb_frags: int = 17):
         """The skb layout model's view of this packet (layout.Shape)."""
-        from .layout import shape
         offset = self.header_len - self.l2_len
         return shape(layout, max_skb_frags, self.l2_len, offset, self.first_len or len(self.data),
-                     [self.header_len + n for n in self.merged_lens], self.fraglist)
+                     self.merged_lens, self.fraglist, self.header_len)
 
 
 @dataclass
