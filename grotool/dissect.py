@@ -442,7 +442,6 @@ def _jumbo_length(data, start: int, hlen: int) -> Optional[int]:
 def _network(walk: _Walk, off: int, etype: int, limit: int, vxlan, geneve) -> None:
     """IP headers, tunnels and the transport from off (a link payload of etype)."""
     vals = walk.vals
-    data = walk.data
     for _depth in range(MAX_IP_HEADERS):
         if etype not in (ETH_P_IP, ETH_P_IPV6):
             return                                  # not IP: named by its ethertype
