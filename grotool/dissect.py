@@ -32,9 +32,8 @@ was parsed up to the damage, with ``problem`` saying what stopped it.
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
 from struct import unpack_from
-from typing import Any, Dict, FrozenSet, Iterable, Optional, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, NamedTuple, Optional, Tuple
 
 from .linktypes import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, RAW_LINKTYPES
 
@@ -62,9 +61,9 @@ _IPIP_KIND = {(4, IPPROTO_IPIP): "ipip", (4, IPPROTO_IPV6): "sit",
               (6, IPPROTO_IPIP): "ip4ip6", (6, IPPROTO_IPV6): "ip6ip6"}
 
 
-@dataclass(frozen=True)
-class Layer:
-    """One header: its name, where it starts, how long it is, and its fields."""
+class Layer(NamedTuple):
+    """One header: its name, where it starts, how long it is, and its fields
+    (``layer["ttl"]`` or ``layer.get("ttl")`` by name)."""
 
     name: str               # eth, vlan, sll, sll2, ipv4, ipv6, ipv6-hbh, ..., gre, udp, vxlan, geneve, tcp
     offset: int
@@ -77,7 +76,9 @@ class Layer:
                 return value
         return default
 
-    def __getitem__(self, name: str) -> Any:
+    def __getitem__(self, name):
+        if not isinstance(name, str):
+            return tuple.__getitem__(self, name)    # positional access stays a tuple's
         for key, value in self.fields:
             if key == name:
                 return value
@@ -87,8 +88,7 @@ class Layer:
         return dict(self.fields)
 
 
-@dataclass(frozen=True)
-class Tunnel:
+class Tunnel(NamedTuple):
     """One encapsulation level, named by its outer identity."""
 
     kind: str               # ipip sit ip4ip6 ip6ip6 gre gretap ip6gre ip6gretap vxlan geneve
@@ -108,8 +108,7 @@ class Tunnel:
         return (self.kind, addr_text(self.src), addr_text(self.dst), self.key, self.sport, self.dport, self.vlans)
 
 
-@dataclass(frozen=True)
-class Checksum:
+class Checksum(NamedTuple):
     """A checksum field: ``kind`` ipv4 (header), tcp, udp or gre; the field is at
     ``at``; it covers [start, end) (end as the headers declare it) plus, for
     tcp/udp, the pseudo-header of ``family``/``src``/``dst``/``proto``."""
@@ -125,8 +124,9 @@ class Checksum:
     proto: int = 0
 
 
-@dataclass(frozen=True)
-class Dissection:
+class Dissection(NamedTuple):
+    """What dissect() found (a named tuple: immutable and cheap to build)."""
+
     linktype: int
     caplen: int                              # captured bytes
     frame_len: int                           # max(wire length, captured bytes)
