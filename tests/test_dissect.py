@@ -371,3 +371,33 @@ def test_replay_table_shows_ipv6_and_tunnel_names(tmp_path):
     doc = json.loads((tmp_path / "s.json").read_text())
     tunnel = [f["flow"]["tunnel"] for f in doc["flows"] if "tunnel" in f["flow"]]
     assert tunnel == [{"kind": "vxlan", "src": O4, "dst": P4, "key": 4242, "sport": 51000, "dport": 4789, "vlan": []}]
+
+
+def test_compare_view_prints_ipv6_and_tunnel_labels_verbatim(tmp_path):
+    from rich.console import Console
+
+    from grotool.cli.compare_view import render_compare
+    from grotool.compare import compare_captures
+
+    def v6(seq, size):
+        return bytes(Ether(**MACS) / IPv6(src=A6, dst=B6) / TCP(sport=40000, dport=5201, seq=seq, flags="A")
+                     / Raw(bytes(size)))
+
+    def gre(seq, size):
+        return bytes(Ether(**MACS) / IP(src=O4, dst=P4) / GRE(key_present=1, key=5, proto=0x0800)
+                     / IP(src=A4, dst=B4) / TCP(sport=1, dport=2, seq=seq, flags="A") / Raw(bytes(size)))
+
+    paths = []
+    for name, frames in (("a", [v6(0, 200), gre(0, 100), gre(100, 100)]), ("b", [v6(0, 100), v6(100, 100), gre(0, 200)])):
+        paths.append(str(tmp_path / f"{name}.pcap"))
+        with PcapWriter(paths[-1], 1) as w:
+            for k, f in enumerate(frames):
+                w.write(1_000_000_000 + k, f)
+    result = compare_captures(*paths)
+    assert [f.kind for f in result.flows] == ["tcp", "tcp"]       # GRE's inner TCP is compared as TCP
+    console = Console(record=True, width=200, force_terminal=False)
+    render_compare(result, console)
+    text = console.export_text()
+    v6_label = f"tcp [{A6}]:40000 > [{B6}]:5201"
+    gre_label = f"tcp {A4}:1 > {B4}:2 via gre {O4} > {P4} key 5"
+    assert text.count(v6_label) >= 2 and text.count(gre_label) >= 2    # in the table and in its panel title
