@@ -141,7 +141,7 @@ class Dissection(NamedTuple):
     src: Optional[bytes] = None
     dst: Optional[bytes] = None
     ip_proto: Optional[int] = None           # after IPv6 extension headers
-    fragment: bool = False                   # a non-first or non-last fragment (offset or MF set)
+    fragment: bool = False                   # a fragment (offset or MF set): its transport is not parsed
     frag_header: bool = False                # an IPv6 Fragment header is present (even an atomic one)
     l3_end: Optional[int] = None             # end of the IP packet as its header says
     l3_ok: bool = False                      # header complete and its length consistent with the frame
@@ -559,7 +559,7 @@ def _gre(walk: _Walk, outer_l3: int, family: int, src: bytes, dst: bytes, off: i
     key = None
     if walk.n >= off + hlen:
         pos = off + 4
-        if csum_flag or routing:
+        if (csum_flag or routing) and version == 0:
             fields.append(("checksum", (data[pos] << 8) | data[pos + 1]))
             pos += 4
         if key_flag or version == 1:

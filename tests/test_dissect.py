@@ -308,7 +308,8 @@ def test_mutated_frames_never_raise():
                    / IP() / UDP()),
              bytes(Ether(**MACS) / IP() / UDP(dport=6081) / GENEVE(proto=0x0800, options=[GeneveOptions(data=b"1234")])
                    / IP() / tcp()),
-             bytes(Ether(**MACS) / IPv6() / IP() / tcp())]
+             bytes(Ether(**MACS) / IPv6() / IP() / tcp()),
+             bytes(Ether(**MACS) / IP() / GRE(version=1, key_present=1, seqnum_present=1, proto=0x880B) / Raw(bytes(40)))]
     for seed in seeds:
         for _ in range(400):
             frame = bytearray(seed)
