@@ -573,7 +573,7 @@ def _gre(walk: _Walk, outer_l3: int, family: int, src: bytes, dst: bytes, off: i
     walk.layers.append(Layer("gre", off, hlen, tuple(fields)))
     if not walk.need(off, hlen, "GRE"):
         return None
-    if csum_flag and not routing:
+    if csum_flag and not routing and version == 0:
         walk.checksums.append(Checksum("gre", off + 4, off, end, hlen))
     if routing or version != 0:
         return None                                 # source routing / PPP payloads are not looked into

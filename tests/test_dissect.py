@@ -402,3 +402,13 @@ def test_compare_view_prints_ipv6_and_tunnel_labels_verbatim(tmp_path):
     v6_label = f"tcp [{A6}]:40000 > [{B6}]:5201"
     gre_label = f"tcp {A4}:1 > {B4}:2 via gre {O4} > {P4} key 5"
     assert text.count(v6_label) >= 2 and text.count(gre_label) >= 2    # in the table and in its panel title
+
+
+def test_pptp_gre_with_a_stray_checksum_flag():
+    frame = bytearray(bytes(Ether(**MACS) / IP(src=O4, dst=P4) / GRE(version=1, key_present=1, key=0x1234,
+                                                                     proto=0x880B)))
+    frame[34] |= 0x80                               # C is not a flag of version 1: no checksum word
+    d = dissect(bytes(frame))
+    assert len(frame) == 42 and d.problem is None and d.tunnels == ()
+    assert (d.layer("gre").length, d.layer("gre")["key"]) == (8, 0x1234) and [c.kind for c in d.checksums] == ["ipv4"]
+    assert describe(1, bytes(frame)) == ("gre", O4, P4, None, None, (), ())
