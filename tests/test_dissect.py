@@ -412,3 +412,14 @@ def test_pptp_gre_with_a_stray_checksum_flag():
     assert len(frame) == 42 and d.problem is None and d.tunnels == ()
     assert (d.layer("gre").length, d.layer("gre")["key"]) == (8, 0x1234) and [c.kind for c in d.checksums] == ["ipv4"]
     assert describe(1, bytes(frame)) == ("gre", O4, P4, None, None, (), ())
+
+
+def test_oracle_fixes_a_gre_checksum_around_anything():
+    icmp = bytes.fromhex("0800f7ff00000000")                  # an echo request, checksum right
+    frame = bytearray(bytes(Ether(**MACS) / IP(src=O4, dst=P4) / GRE(chksum_present=1, proto=0x0800)
+                            / IP(src=A4, dst=B4, proto=1) / Raw(icmp)))
+    frame[38:40] = b"\x12\x34"                                # the GRE checksum, wrong
+    fixed = fr.fix_checksums(bytes(frame))
+    assert fixed[38:40] == bytes(Ether(**MACS) / IP(src=O4, dst=P4) / GRE(chksum_present=1, proto=0x0800)
+                                 / IP(src=A4, dst=B4, proto=1) / Raw(icmp))[38:40] != b"\x12\x34"
+    assert fixed[:38] == frame[:38] and fixed[40:] == frame[40:]

@@ -209,20 +209,20 @@ def _fix_checksum(buf: bytearray, c: Checksum) -> None:
 
 def fix_checksums(frame: bytes, *, ip_header: bool = True, vxlan_ports: Iterable[int] = NO_PORTS,
                   geneve_ports: Iterable[int] = NO_PORTS) -> bytes:
-    """Recompute the IPv4 header checksum(s), the innermost TCP/UDP checksum,
-    and then, inside out, those of the enclosing GRE (C flag) and UDP tunnel
-    headers (a zero UDP checksum stays zero)."""
+    """Recompute the IPv4 header checksum(s), the innermost TCP/UDP checksum
+    (when parse() finds one), and then, inside out, those of the enclosing GRE
+    (C flag) and UDP tunnel headers (a zero UDP checksum stays zero)."""
     d = dissect_frame(frame, vxlan_ports=vxlan_ports, geneve_ports=geneve_ports)
     buf = bytearray(frame)
     if ip_header:
         for c in d.checksums:
             if c.kind == "ipv4":
                 _fix_checksum(buf, c)
-    if _parsed(frame, d) is None:
-        return bytes(buf)
+    innermost_ok = _parsed(frame, d) is not None
     for c in reversed(d.checksums):
-        if c.kind != "ipv4":
-            _fix_checksum(buf, c)
+        if c.kind == "ipv4" or (c.at == d.check_at and not innermost_ok):
+            continue
+        _fix_checksum(buf, c)
     return bytes(buf)
 
 
