@@ -423,3 +423,16 @@ def test_oracle_fixes_a_gre_checksum_around_anything():
     assert fixed[38:40] == bytes(Ether(**MACS) / IP(src=O4, dst=P4) / GRE(chksum_present=1, proto=0x0800)
                                  / IP(src=A4, dst=B4, proto=1) / Raw(icmp))[38:40] != b"\x12\x34"
     assert fixed[:38] == frame[:38] and fixed[40:] == frame[40:]
+
+
+def test_nesting_is_bounded():
+    packet = IP(src=A4, dst=B4) / tcp()
+    for _ in range(8):
+        packet = IP(src=O4, dst=P4) / packet
+    d = dissect(bytes(Ether(**MACS) / packet))         # 9 IPv4 headers
+    assert d.problem == "more than 8 nested IP headers" and len(d.tunnels) == 8 and d.l4_proto is None
+    tags = Ether(**MACS)
+    for vid in range(1, 11):
+        tags = tags / Dot1Q(vlan=vid)
+    d = dissect(bytes(tags / IP() / tcp()))
+    assert d.problem == "more than 8 VLAN tags" and d.vlans == tuple(range(1, 9)) and d.family is None
