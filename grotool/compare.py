@@ -4,13 +4,18 @@ What is compared
 ----------------
 Every record is classified and put in a *flow*:
 
-* TCP (not a fragment): flow ``(tcp, src, dst, sport, dport, vlans)``; each
-  packet is the tuple ``(first sequence number, payload length[, segments])``.
+* TCP (not a fragment): flow ``(tcp, src, dst, sport, dport, vlans, tunnels)``;
+  each packet is the tuple ``(first sequence number, payload length[, segments])``.
 * UDP (not a fragment): flow ``(udp, ...)``; each packet is
   ``(payload length[, segments])`` by ordinal.
 * Anything else (ARP, ICMP, IP fragments, other protocols, frames too short or
   malformed to parse): grouped by its description (``grotool.report.flows``),
   each packet compared by its exact captured bytes and wire length.
+
+Headers are read by ``grotool.dissect``: through a tunnel (IP-in-IP, GRE,
+VXLAN on UDP port 4789, GENEVE on 6081) the flow is the inner packet's, with
+the tunnel's outer identity (``tunnels``: kind, outer addresses, key or VNI,
+outer UDP ports) part of it.
 
 Two captures are *identical* when they have the same flows and, flow by flow,
 the same sequence of packets.  With ``require_order`` the global sequence of
@@ -52,7 +57,7 @@ Result document (``CompareResult.to_json()``, schema ``grotool.compare/1``)::
     }
     INPUT = {"path", "format", "linktype", "packets", "tcp_packets", "udp_packets",
              "other_packets", "sidecar": path|null}
-    FLOW  = {"flow": {proto, src, dst, sport, dport, vlan}, "label", "kind": "tcp"|"udp"|"bytes",
+    FLOW  = {"flow": {proto, src, dst, sport, dport, vlan[, tunnel]}, "label", "kind": "tcp"|"udp"|"bytes",
              "status": "identical"|"different"|"only_in_a"|"only_in_b",
              "packets_a", "packets_b", "payload_bytes_a", "payload_bytes_b",
              "differing_regions", "first_difference": DIFF|null}
@@ -69,17 +74,16 @@ Result document (``CompareResult.to_json()``, schema ``grotool.compare/1``)::
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import json
 import os
 from array import array
 from dataclasses import dataclass, field
-from struct import unpack_from
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from .dissect import dissect
 from .errors import InputError
 from .io.capture import CaptureReader
-from .report.flows import FlowTuple, describe, flow_json, flow_label
+from .report.flows import FlowTuple, flow_json, flow_label, flow_of
 
 SCHEMA = "grotool.compare/1"
 
@@ -132,120 +136,22 @@ def tcp_flags_text(flags: int) -> str:
     return "".join(letter for bit, letter in _TCP_FLAG_LETTERS if flags & bit) or "."
 
 
-def _parse(linktype: int, data: bytes, frame_len: int):
-    """(kind, flow tuple or None, seq, flags, payload length) of one record.
+def _classify(linktype: int, data: bytes, frame_len: int):
+    """(kind, flow tuple, seq, flags, payload length) of one record.
 
-    A flow tuple of None means "bytes kind": let describe() name it.
+    TCP and UDP are the innermost transport of a packet that is not a
+    fragment, whose headers were captured and whose IP length fits the frame
+    (``frame_len``: the wire length when the capture was cut short); anything
+    else is kind bytes, named by its description.
     """
-    n = len(data)
-    if linktype == 1:
-        if n < 14:
-            return None
-        off, etype = 14, (data[12] << 8) | data[13]
-    elif linktype == 113:
-        if n < 16:
-            return None
-        off, etype = 16, (data[14] << 8) | data[15]
-    elif linktype == 276:
-        if n < 20:
-            return None
-        off, etype = 20, (data[0] << 8) | data[1]
-    else:
-        if not n:
-            return None
-        version = data[0] >> 4
-        off, etype = 0, 0x0800 if version == 4 else 0x86DD if version == 6 else 0
-    vlans = []
-    while etype in (0x8100, 0x88A8, 0x9100):
-        if n < off + 4:
-            return None
-        vlans.append(((data[off] << 8) | data[off + 1]) & 0x0FFF)
-        etype = (data[off + 2] << 8) | data[off + 3]
-        off += 4
-    if etype == 0x0800:
-        if n < off + 20 or data[off] >> 4 != 4:
-            return None
-        ihl = (data[off] & 0x0F) * 4
-        if ihl < 20 or n < off + ihl:
-            return None
-        tot, frag = unpack_from("!H2xH", data, off + 2)
-        if frag & 0x3FFF:           # MF or a fragment offset: not TCP/UDP as GRO sees it
-            return None
-        if tot == 0:                # IPv4 BIG TCP: the length is the frame's
-            ip_end = frame_len
-        elif tot < ihl or off + tot > frame_len:
-            return None
-        else:
-            ip_end = off + tot
-        proto = data[off + 9]
-        src = ".".join(map(str, data[off + 12:off + 16]))
-        dst = ".".join(map(str, data[off + 16:off + 20]))
-        l4 = off + ihl
-    elif etype == 0x86DD:
-        if n < off + 40 or data[off] >> 4 != 6:
-            return None
-        plen = (data[off + 4] << 8) | data[off + 5]
-        proto = data[off + 6]
-        ip_end = off + 40 + plen if plen else None
-        l4 = off + 40
-        while proto in (0, 43, 60):
-            if n < l4 + 8:
-                return None
-            hlen = (data[l4 + 1] + 1) * 8
-            if proto == 0 and plen == 0:
-                pos = l4 + 2
-                while pos + 2 <= min(l4 + hlen, n):
-                    otype = data[pos]
-                    if otype == 0:
-                        pos += 1
-                        continue
-                    olen = data[pos + 1]
-                    if otype == 0xC2 and olen == 4 and pos + 6 <= n:
-                        ip_end = off + 40 + unpack_from("!I", data, pos + 2)[0]
-                    pos += 2 + olen
-            proto, l4 = data[l4], l4 + hlen
-        if ip_end is None:
-            ip_end = frame_len
-        if ip_end > frame_len or l4 > ip_end:
-            return None
-        src = _ipv6_text(data[off + 8:off + 24])
-        dst = _ipv6_text(data[off + 24:off + 40])
-    else:
-        return None
-    vlan = tuple(vlans)
-    if proto == 6:
-        if n < l4 + 20:
-            return None
-        sport, dport, seq = unpack_from("!HHI", data, l4)
-        doff = (data[l4 + 12] >> 4) * 4
-        if doff < 20 or l4 + doff > ip_end:
-            return None
-        return KIND_TCP, ("tcp", src, dst, sport, dport, vlan, ()), seq, data[l4 + 13], ip_end - l4 - doff
-    if proto == 17:
-        if n < l4 + 8 or l4 + 8 > ip_end:
-            return None
-        sport, dport = unpack_from("!HH", data, l4)
-        return KIND_UDP, ("udp", src, dst, sport, dport, vlan, ()), None, 0, ip_end - l4 - 8
-    return None
-
-
-_V6_CACHE: Dict[bytes, str] = {}
-
-
-def _ipv6_text(raw: bytes) -> str:
-    text = _V6_CACHE.get(raw)
-    if text is None:
-        text = str(ipaddress.IPv6Address(raw))
-        if len(_V6_CACHE) < 100_000:
-            _V6_CACHE[raw] = text
-    return text
-
-
-def _describe(linktype: int, data: bytes) -> FlowTuple:
-    try:
-        return describe(linktype, data)
-    except Exception:   # describe() is best effort on malformed frames
-        return ("unparsed", "", "", None, None, ())
+    d = dissect(data, linktype, wirelen=frame_len)
+    flow = flow_of(d)
+    if d.l3_ok and not d.fragment and not d.frag_header:
+        if d.l4_proto == 6 and d.payload_off <= d.l3_end:
+            return KIND_TCP, flow, d.seq, d.tcp_flags, d.l3_end - d.payload_off
+        if d.l4_proto == 17 and d.payload_off <= d.l3_end:
+            return KIND_UDP, flow, None, 0, d.l3_end - d.payload_off
+    return KIND_BYTES, flow, None, 0, len(data)
 
 
 # ----------------------------------------------------------------------------
@@ -371,14 +277,12 @@ def read_side(path: str, sidecar: Optional[str], auto_sidecar: bool, notes: List
                 data = data[:-fcs]
                 wirelen -= fcs
             frame = index + 1
-            parsed = _parse(linktype, data, max(wirelen, len(data)))
-            if parsed is None:
-                flow: FlowId = (KIND_BYTES, _describe(linktype, data))
-                pkt = Packet(frame, KIND_BYTES, len(data), wirelen=wirelen,
+            kind, tup, seq, flags, length = _classify(linktype, data, max(wirelen, len(data)))
+            flow: FlowId = (kind, tup)
+            if kind == KIND_BYTES:
+                pkt = Packet(frame, KIND_BYTES, length, wirelen=wirelen,
                              digest=hashlib.sha256(data).digest(), head=data[:HEAD_BYTES])
             else:
-                kind, tup, seq, flags, length = parsed
-                flow = (kind, tup)
                 pkt = Packet(frame, kind, length, seq=seq, flags=flags, wirelen=wirelen)
                 if entries is not None:
                     if index >= len(entries):

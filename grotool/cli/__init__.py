@@ -13,6 +13,7 @@ import sys
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .. import __version__
@@ -90,7 +91,7 @@ def _render_replay(result, console: Console, top: int) -> None:
     for fs in flows[:top]:
         reasons = ", ".join(f"{r} {n}" for r, n in fs.reasons.most_common(3))
         avg = fs.packets_in / fs.packets_out if fs.packets_out else 0
-        table.add_row(flow_label(fs.flow), str(fs.packets_in), str(fs.packets_out), str(fs.super_packets),
+        table.add_row(escape(flow_label(fs.flow)), str(fs.packets_in), str(fs.packets_out), str(fs.super_packets),
                       f"{avg:.2f}", str(fs.max_segs), reasons)
     if len(flows) > top:
         table.caption = f"{len(flows) - top} more flows not shown (--top, or --json for all)"
@@ -102,7 +103,7 @@ def _render_replay(result, console: Console, top: int) -> None:
         f"{totals['flows']} flows, {totals['polls']} polls"
     )
     hist = ", ".join(f"{r} {n}" for r, n in totals["flush_reasons"].items())
-    console.print(f"[bold]reasons[/bold]: {hist}")
+    console.print(f"[bold]reasons[/bold]: {escape(hist)}")
 
 
 from ..report.hints import host_hint  # noqa: E402

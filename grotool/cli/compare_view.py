@@ -6,6 +6,7 @@ from itertools import zip_longest
 from typing import List, Optional
 
 from rich.console import Console, Group
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -49,9 +50,9 @@ def render_compare_doc(doc: dict, console: Console, *, max_flows: int = 20, max_
     for k in ranked[:max_flows]:
         f = flows[k]
         first = f["first_difference"]
-        table.add_row(f["label"], f["kind"], str(f["packets_a"]), str(f["packets_b"]),
+        table.add_row(Text(f["label"]), f["kind"], str(f["packets_a"]), str(f["packets_b"]),
                       Text(STATUS_TEXT[f["status"]], style=STATUS_STYLE[f["status"]]),
-                      first["summary"] if first else "")
+                      Text(first["summary"]) if first else "")
     hidden = len(ranked) - max_flows
     if hidden > 0:
         rest = [flows[k]["status"] for k in ranked[max_flows:]]
@@ -80,7 +81,7 @@ def render_compare_doc(doc: dict, console: Console, *, max_flows: int = 20, max_
                           "(the flows differ, see above)", highlight=False)
 
     for note in doc["notes"]:
-        console.print(f"note: {note}", style="dim", highlight=False)
+        console.print(Text(f"note: {note}", style="dim"), highlight=False)
     console.print(
         f"{counts['flows']} flows: {counts['flows_identical']} identical, {counts['flows_different']} different, "
         f"{counts['flows_only_in_a']} only in A, {counts['flows_only_in_b']} only in B; "
@@ -101,7 +102,7 @@ def _flow_panel(f: dict) -> Panel:
     for ra, rb in _aligned(ctx["a"], ctx["b"]):
         cells: List = _cells(kind, ra, cols) + ["│"] + _cells(kind, rb, cols)
         table.add_row(*cells)
-    title = f"{f['label']}: {STATUS_TEXT[f['status']]}"
+    title = f"{escape(f['label'])}: {STATUS_TEXT[f['status']]}"     # a panel title is read as markup
     sub = []
     if kind == "tcp" and ctx.get("seq_base") is not None:
         sub.append(f"seq relative to {ctx['seq_base']}")

@@ -3,27 +3,21 @@ the mapping of delivered packets back to the input frames they are made of.
 
 Pure functions on bytes, no privileges needed.  Deliberately independent of
 grotool.engine: the oracle judges the simulation, so it does its own (small)
-arithmetic.
+arithmetic; headers are read with grotool.dissect, outside the engine.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import struct
-from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+from ..dissect import (ETH_P_IP, ETH_P_IPV6, ETH_P_TEB, IPPROTO_GRE, IPPROTO_IPIP, IPPROTO_IPV6,  # noqa: F401
+                       IPPROTO_TCP, IPPROTO_UDP, Checksum, Dissection, addr_text, dissect)
 
 ETH_HLEN = 14
-ETH_P_IP = 0x0800
-ETH_P_IPV6 = 0x86DD
-ETH_P_TEB = 0x6558
 VLAN_TPIDS = (0x8100, 0x88A8)
-IPPROTO_IPIP = 4
-IPPROTO_TCP = 6
-IPPROTO_UDP = 17
-IPPROTO_IPV6 = 41
-IPPROTO_GRE = 47
-IPV6_EXT_SIMPLE = (0, 43, 60)          # hop-by-hop, routing, destination options
+NO_PORTS: frozenset = frozenset()
 
 # Fixed addresses of the Ethernet header given to raw-IP and cooked (SLL) frames.
 FAKE_DST_MAC = bytes.fromhex("020000000002")
@@ -60,15 +54,16 @@ def finish(total: int) -> int:
 
 
 # -----------------------------------------------------------------------------
-# parsing
+# parsing (grotool.dissect does the walking)
 # -----------------------------------------------------------------------------
 @dataclass
 class Parsed:
-    """Ethernet (+tags) / IP [/ IP-in-IP or GRE ...] / TCP or UDP.
+    """Ethernet (+tags) / IP [/ IP-in-IP, GRE, VXLAN or GENEVE ...] / TCP or UDP.
 
     The offsets are those of the innermost IP and L4 headers (GRO merges on
     the inner transport of a tunnel); ``outer`` holds the addresses of the
-    enclosing IP headers, which are part of the flow.
+    enclosing IP headers, which are part of the flow, and ``tunnels`` the
+    rest of each tunnel's identity (kind, key or VNI, outer UDP ports).
     """
 
     l3: int                 # innermost IP header
@@ -87,90 +82,36 @@ class Parsed:
     seq: Optional[int] = None
     flags: int = 0          # TCP flags byte
     check_at: int = 0       # offset of the L4 checksum field
+    tunnels: Tuple[tuple, ...] = ()     # per tunnel: (kind, key, outer sport, outer dport, inner VLANs)
+    dissection: Optional[Dissection] = field(default=None, repr=False, compare=False)
 
     @property
     def flow(self) -> tuple:
-        return (self.proto, self.src, self.dst, self.sport, self.dport, self.vlans, self.outer)
+        return (self.proto, self.src, self.dst, self.sport, self.dport, self.vlans, self.outer, self.tunnels)
 
 
-def _ip_layer(frame: bytes, off: int, etype: int):
-    """(family, proto, l4 offset, end, src, dst) of the IP header at off, or None."""
-    n = len(frame)
-    if etype == ETH_P_IP:
-        if n < off + 20 or frame[off] >> 4 != 4:
-            return None
-        ihl = (frame[off] & 0x0F) * 4
-        if ihl < 20 or n < off + ihl:
-            return None
-        if struct.unpack_from("!H", frame, off + 6)[0] & 0x3FFF:
-            return None                             # a fragment: no transport header to speak of
-        end = off + struct.unpack_from("!H", frame, off + 2)[0]
-        return 4, frame[off + 9], off + ihl, end, frame[off + 12:off + 16], frame[off + 16:off + 20]
-    if etype == ETH_P_IPV6:
-        if n < off + 40 or frame[off] >> 4 != 6:
-            return None
-        proto = frame[off + 6]
-        l4 = off + 40
-        end = l4 + struct.unpack_from("!H", frame, off + 4)[0]
-        for _ in range(8):
-            if proto not in IPV6_EXT_SIMPLE or n < l4 + 8:
-                break
-            proto, l4 = frame[l4], l4 + (frame[l4 + 1] + 1) * 8
-        return 6, proto, l4, end, frame[off + 8:off + 24], frame[off + 24:off + 40]
-    return None
+def dissect_frame(frame: bytes, *, vxlan_ports: Iterable[int] = NO_PORTS,
+                  geneve_ports: Iterable[int] = NO_PORTS) -> Dissection:
+    """The dissection of an Ethernet frame.  UDP is looked into as VXLAN/GENEVE
+    only on the ports given: by default none, as on a host without such a device."""
+    return dissect(frame, LINKTYPE_ETHERNET, vxlan_ports=vxlan_ports, geneve_ports=geneve_ports)
 
 
-def parse(frame: bytes) -> Optional[Parsed]:
-    """The innermost TCP/UDP flow of an Ethernet frame, or None for anything else."""
-    if len(frame) < ETH_HLEN:
-        return None
-    etype = (frame[12] << 8) | frame[13]
-    off = ETH_HLEN
-    vlans: List[int] = []
-    while etype in VLAN_TPIDS and len(frame) >= off + 4:
-        vlans.append(((frame[off] << 8) | frame[off + 1]) & 0x0FFF)
-        etype = (frame[off + 2] << 8) | frame[off + 3]
-        off += 4
-    outer: List[Tuple[bytes, bytes, int]] = []
-    for _depth in range(4):
-        ip = _ip_layer(frame, off, etype)
-        if ip is None:
-            return None
-        family, proto, l4, end, src, dst = ip
-        if proto in (IPPROTO_IPIP, IPPROTO_IPV6):
-            outer.append((src, dst, proto))
-            off, etype = l4, (ETH_P_IP if proto == IPPROTO_IPIP else ETH_P_IPV6)
-            continue
-        if proto == IPPROTO_GRE and len(frame) >= l4 + 4:
-            gflags, gproto = struct.unpack_from("!HH", frame, l4)
-            if gflags & 0x4FFF:                     # routing, version != 0, or unknown bits
-                return None
-            glen = 4 + 4 * bool(gflags & 0x8000) + 4 * bool(gflags & 0x2000) + 4 * bool(gflags & 0x1000)
-            outer.append((src, dst, proto))
-            off = l4 + glen
-            if gproto == ETH_P_TEB:
-                if len(frame) < off + ETH_HLEN:
-                    return None
-                gproto = (frame[off + 12] << 8) | frame[off + 13]
-                off += ETH_HLEN
-            etype = gproto
-            continue
-        break
-    else:
-        return None
-    end = min(end, len(frame))
-    if proto == IPPROTO_TCP and len(frame) >= l4 + 20:
-        sport, dport, seq = struct.unpack_from("!HHI", frame, l4)
-        thlen = (frame[l4 + 12] >> 4) * 4
-        if thlen < 20:
-            return None
-        return Parsed(off, l4, family, proto, src, dst, sport, dport, tuple(vlans), tuple(outer), end,
-                      l4 + thlen, max(0, end - l4 - thlen), seq, frame[l4 + 13], l4 + 16)
-    if proto == IPPROTO_UDP and len(frame) >= l4 + 8:
-        sport, dport = struct.unpack_from("!HH", frame, l4)
-        return Parsed(off, l4, family, proto, src, dst, sport, dport, tuple(vlans), tuple(outer), end,
-                      l4 + 8, max(0, end - l4 - 8), None, 0, l4 + 6)
-    return None
+def _parsed(frame: bytes, d: Dissection) -> Optional[Parsed]:
+    if d.l4_proto is None or d.fragment or d.frag_header:
+        return None                                 # GRO never looks past an IPv6 Fragment header either
+    end = min(d.l3_end, len(frame))
+    return Parsed(d.l3, d.l4, d.family, d.l4_proto, d.src, d.dst, d.sport, d.dport, d.vlans,
+                  tuple((t.src, t.dst, t.ip_proto) for t in d.tunnels), end, d.payload_off,
+                  max(0, end - d.payload_off), d.seq, d.tcp_flags if d.l4_proto == IPPROTO_TCP else 0, d.check_at,
+                  tuple((t.kind, t.key, t.sport, t.dport, t.vlans) for t in d.tunnels), d)
+
+
+def parse(frame: bytes, *, vxlan_ports: Iterable[int] = NO_PORTS,
+          geneve_ports: Iterable[int] = NO_PORTS) -> Optional[Parsed]:
+    """The innermost TCP/UDP flow of an Ethernet frame, or None for anything else
+    (not TCP/UDP, a fragment or IPv6 Fragment header, a header cut short)."""
+    return _parsed(frame, dissect_frame(frame, vxlan_ports=vxlan_ports, geneve_ports=geneve_ports))
 
 
 def tcp_flag_string(flags: int) -> str:
@@ -178,7 +119,7 @@ def tcp_flag_string(flags: int) -> str:
 
 
 def _addr(raw: bytes) -> str:
-    return str(ipaddress.ip_address(raw))
+    return addr_text(raw)
 
 
 def flow_json(p: Optional[Parsed]) -> Optional[dict]:
@@ -187,7 +128,9 @@ def flow_json(p: Optional[Parsed]) -> Optional[dict]:
     doc = {"proto": "tcp" if p.proto == IPPROTO_TCP else "udp", "family": p.family, "src": _addr(p.src),
            "dst": _addr(p.dst), "sport": p.sport, "dport": p.dport, "vlan": list(p.vlans)}
     if p.outer:
-        doc["outer"] = [{"src": _addr(s), "dst": _addr(d), "proto": proto} for s, d, proto in p.outer]
+        doc["outer"] = [{"src": _addr(s), "dst": _addr(d), "proto": proto, "kind": t[0], "key": t[1],
+                         "sport": t[2], "dport": t[3]}
+                        for (s, d, proto), t in zip(p.outer, p.tunnels)]
     return doc
 
 
@@ -227,67 +170,76 @@ def l4_checksum_ok(frame: bytes, p: Optional[Parsed] = None) -> bool:
     return (_pseudo_sum(frame, p) + ones_sum(frame[p.l4:p.l4_end])) % 0xFFFF == 0
 
 
-def _fix_l4(buf: bytearray, p: Parsed) -> None:
-    if p.l4_end < p.payload_off or len(buf) < p.check_at + 2:
+def _covered_sum(buf, c: Checksum, end: int) -> int:
+    """Ones'-complement sum over what checksum c covers (its field included)."""
+    total = ones_sum(bytes(buf[c.start:end]))
+    if c.kind in ("tcp", "udp"):
+        length = end - c.start
+        total += ones_sum(c.src) + ones_sum(c.dst) + c.proto
+        total += length if c.family == 4 else (length >> 16) + (length & 0xFFFF)
+    return total
+
+
+def _checksum_end(buf, c: Checksum) -> Optional[int]:
+    """End of c's coverage clipped to the frame, or None when c cannot be computed."""
+    end = min(c.end, len(buf))
+    if end < c.start + c.hlen or len(buf) < c.at + 2:
+        return None
+    return end
+
+
+def _checksum_ok(buf, c: Checksum) -> bool:
+    end = _checksum_end(buf, c)
+    if end is None:
+        return False
+    if c.kind == "udp" and buf[c.at:c.at + 2] == b"\0\0":
+        return True
+    return _covered_sum(buf, c, end) % 0xFFFF == 0
+
+
+def _fix_checksum(buf: bytearray, c: Checksum) -> None:
+    end = _checksum_end(buf, c)
+    if end is None:
         return
-    if p.proto == IPPROTO_UDP and buf[p.check_at:p.check_at + 2] == b"\0\0":
+    if c.kind == "udp" and buf[c.at:c.at + 2] == b"\0\0":
         return                                      # a UDP datagram without checksum stays so
-    buf[p.check_at:p.check_at + 2] = b"\0\0"
-    total = _pseudo_sum(bytes(buf), p) + ones_sum(bytes(buf[p.l4:p.l4_end]))
-    buf[p.check_at:p.check_at + 2] = struct.pack("!H", finish(total))
+    buf[c.at:c.at + 2] = b"\0\0"
+    buf[c.at:c.at + 2] = struct.pack("!H", finish(_covered_sum(buf, c, end)))
 
 
-def _ipv4_headers(frame: bytes) -> List[int]:
-    """Offsets of every IPv4 header along the way to the innermost transport."""
-    out = []
-    if len(frame) < ETH_HLEN:
-        return out
-    etype = (frame[12] << 8) | frame[13]
-    off = ETH_HLEN
-    while etype in VLAN_TPIDS and len(frame) >= off + 4:
-        etype = (frame[off + 2] << 8) | frame[off + 3]
-        off += 4
-    for _depth in range(4):
-        if etype == ETH_P_IP and len(frame) >= off + 20 and frame[off] >> 4 == 4:
-            ihl = (frame[off] & 0x0F) * 4
-            if ihl < 20 or len(frame) < off + ihl:
-                break
-            out.append(off)
-            proto = frame[off + 9]
-            if proto in (IPPROTO_IPIP, IPPROTO_IPV6) and not struct.unpack_from("!H", frame, off + 6)[0] & 0x3FFF:
-                off, etype = off + ihl, (ETH_P_IP if proto == IPPROTO_IPIP else ETH_P_IPV6)
-                continue
-        elif etype == ETH_P_IPV6:
-            ip = _ip_layer(frame, off, etype)
-            if ip is not None and ip[1] in (IPPROTO_IPIP, IPPROTO_IPV6):
-                off, etype = ip[2], (ETH_P_IP if ip[1] == IPPROTO_IPIP else ETH_P_IPV6)
-                continue
-        break
-    return out
-
-
-def fix_checksums(frame: bytes, *, ip_header: bool = True) -> bytes:
-    """Recompute the IPv4 header checksum(s) and the TCP/UDP checksum."""
+def fix_checksums(frame: bytes, *, ip_header: bool = True, vxlan_ports: Iterable[int] = NO_PORTS,
+                  geneve_ports: Iterable[int] = NO_PORTS) -> bytes:
+    """Recompute the IPv4 header checksum(s), the innermost TCP/UDP checksum
+    (when parse() finds one), and then, inside out, those of the enclosing GRE
+    (C flag) and UDP tunnel headers (a zero UDP checksum stays zero)."""
+    d = dissect_frame(frame, vxlan_ports=vxlan_ports, geneve_ports=geneve_ports)
     buf = bytearray(frame)
     if ip_header:
-        for off in _ipv4_headers(frame):
-            ihl = (buf[off] & 0x0F) * 4
-            buf[off + 10:off + 12] = b"\0\0"
-            buf[off + 10:off + 12] = struct.pack("!H", finish(ones_sum(bytes(buf[off:off + ihl]))))
-    p = parse(bytes(buf))
-    if p is not None:
-        _fix_l4(buf, p)
+        for c in d.checksums:
+            if c.kind == "ipv4":
+                _fix_checksum(buf, c)
+    innermost_ok = _parsed(frame, d) is not None
+    for c in reversed(d.checksums):
+        if c.kind == "ipv4" or (c.at == d.check_at and not innermost_ok):
+            continue
+        _fix_checksum(buf, c)
     return bytes(buf)
 
 
-def fix_seed_checksum(frame: bytes) -> Tuple[bytes, bool]:
+def fix_seed_checksum(frame: bytes, *, vxlan_ports: Iterable[int] = NO_PORTS,
+                      geneve_ports: Iterable[int] = NO_PORTS) -> Tuple[bytes, bool]:
     """(frame, changed): the L4 checksum recomputed only if the field holds the
-    pseudo-header seed; IP header checksums are left alone."""
-    p = parse(frame)
+    pseudo-header seed; IP header checksums are left alone.  Enclosing tunnel
+    checksums (GRE, UDP) that were right before are kept right."""
+    d = dissect_frame(frame, vxlan_ports=vxlan_ports, geneve_ports=geneve_ports)
+    p = _parsed(frame, d)
     if p is None or not holds_seed(frame, p):
         return frame, False
+    enclosing = [c for c in d.checksums if c.kind != "ipv4" and c.at != p.check_at and _checksum_ok(frame, c)]
     buf = bytearray(frame)
-    _fix_l4(buf, p)
+    _fix_checksum(buf, next(c for c in d.checksums if c.at == p.check_at))
+    for c in reversed(enclosing):
+        _fix_checksum(buf, c)
     return bytes(buf), True
 
 
@@ -330,7 +282,8 @@ def _payload(frame: bytes, p: Parsed) -> bytes:
     return frame[p.payload_off:p.payload_off + p.payload]
 
 
-def map_batch(inputs: Sequence[bytes], delivered: Sequence[Tuple[bytes, int, bool]]) -> List[List[int]]:
+def map_batch(inputs: Sequence[bytes], delivered: Sequence[Tuple[bytes, int, bool]], *,
+              vxlan_ports: Iterable[int] = NO_PORTS, geneve_ports: Iterable[int] = NO_PORTS) -> List[List[int]]:
     """For each delivered packet (bytes, gso_segs, is_gso) of one batch, the
     indices (into ``inputs``: the frames as injected) of the frames it covers.
 
@@ -340,7 +293,8 @@ def map_batch(inputs: Sequence[bytes], delivered: Sequence[Tuple[bytes, int, boo
     looks for an input with exactly its bytes.  Inputs are taken in input
     order and each is used once.  An empty list means no match was found.
     """
-    parsed = [parse(f) for f in inputs]
+    ports = {"vxlan_ports": vxlan_ports, "geneve_ports": geneve_ports}
+    parsed = [parse(f, **ports) for f in inputs]
     used = [False] * len(inputs)
     by_flow: Dict[tuple, List[int]] = {}
     for i, q in enumerate(parsed):
@@ -349,7 +303,7 @@ def map_batch(inputs: Sequence[bytes], delivered: Sequence[Tuple[bytes, int, boo
     result: List[List[int]] = []
     for data, segs, is_gso in delivered:
         covers: List[int] = []
-        p = parse(data)
+        p = parse(data, **ports)
         if not is_gso:
             for i, f in enumerate(inputs):
                 if not used[i] and f == data:
