@@ -23,7 +23,8 @@ IPPROTO_TCP = 6
 IPPROTO_UDP = 17
 IPPROTO_IPV6 = 41
 IPPROTO_GRE = 47
-IPV6_EXT_SIMPLE = (0, 43, 60)          # hop-by-hop, routing, destination options
+IPV6_EXT_SIMPLE = (0, 43, 60)
+VXLAN_HLEN = 8          # hop-by-hop, routing, destination options
 
 # Fixed addresses of the Ethernet header given to raw-IP and cooked (SLL) frames.
 FAKE_DST_MAC = bytes.fromhex("020000000002")
@@ -120,8 +121,10 @@ def _ip_layer(frame: bytes, off: int, etype: int):
     return None
 
 
-def parse(frame: bytes) -> Optional[Parsed]:
-    """The innermost TCP/UDP flow of an Ethernet frame, or None for anything else."""
+def parse(frame: bytes, vxlan_ports=()) -> Optional[Parsed]:
+    """The innermost TCP/UDP flow of an Ethernet frame, or None for anything else.
+    UDP to one of ``vxlan_ports`` (where the host has a VXLAN device) is seen
+    through: VXLAN header, inner Ethernet, inner IP."""
     if len(frame) < ETH_HLEN:
         return None
     etype = (frame[12] << 8) | frame[13]
@@ -154,6 +157,12 @@ def parse(frame: bytes) -> Optional[Parsed]:
                 gproto = (frame[off + 12] << 8) | frame[off + 13]
                 off += ETH_HLEN
             etype = gproto
+            continue
+        if proto == IPPROTO_UDP and vxlan_ports and len(frame) >= l4 + 8 + VXLAN_HLEN + ETH_HLEN \
+                and struct.unpack_from("!H", frame, l4 + 2)[0] in vxlan_ports:
+            outer.append((src, dst, proto))
+            off = l4 + 8 + VXLAN_HLEN + ETH_HLEN
+            etype = (frame[off - 2] << 8) | frame[off - 1]
             continue
         break
     else:
@@ -330,7 +339,8 @@ def _payload(frame: bytes, p: Parsed) -> bytes:
     return frame[p.payload_off:p.payload_off + p.payload]
 
 
-def map_batch(inputs: Sequence[bytes], delivered: Sequence[Tuple[bytes, int, bool]]) -> List[List[int]]:
+def map_batch(inputs: Sequence[bytes], delivered: Sequence[Tuple[bytes, int, bool]],
+              vxlan_ports=()) -> List[List[int]]:
     """For each delivered packet (bytes, gso_segs, is_gso) of one batch, the
     indices (into ``inputs``: the frames as injected) of the frames it covers.
 
@@ -339,8 +349,9 @@ def map_batch(inputs: Sequence[bytes], delivered: Sequence[Tuple[bytes, int, boo
     flow, payloads concatenating to the packet's.  A non-GSO packet first
     looks for an input with exactly its bytes.  Inputs are taken in input
     order and each is used once.  An empty list means no match was found.
+    Through VXLAN (``vxlan_ports``) the inner flow and payload are followed.
     """
-    parsed = [parse(f) for f in inputs]
+    parsed = [parse(f, vxlan_ports) for f in inputs]
     used = [False] * len(inputs)
     by_flow: Dict[tuple, List[int]] = {}
     for i, q in enumerate(parsed):
@@ -349,7 +360,7 @@ def map_batch(inputs: Sequence[bytes], delivered: Sequence[Tuple[bytes, int, boo
     result: List[List[int]] = []
     for data, segs, is_gso in delivered:
         covers: List[int] = []
-        p = parse(data)
+        p = parse(data, vxlan_ports)
         if not is_gso:
             for i, f in enumerate(inputs):
                 if not used[i] and f == data:

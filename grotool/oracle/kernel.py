@@ -50,6 +50,7 @@ go up alone:
 from __future__ import annotations
 
 import atexit
+import ipaddress
 import os
 import platform
 import select
@@ -64,6 +65,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from ..errors import EnvironmentProblem, InputError
 from . import frames as fr
 from .frames import fix_checksums, parse, to_ethernet  # re-exported: callers use kernel.parse
+from .hoststate import Endpoint, HostState, flows_to_local
 from .netns import MTU, RX_DEV, TX_DEV, VethNamespace
 
 __all__ = ["KernelSession", "KernelReplayResult", "KernelRun", "DeliveredPacket", "DeliveredList", "BatchInfo",
@@ -117,6 +119,7 @@ class DeliveredPacket:
     batch: int = 0
     vnet: Dict[str, int] = field(default_factory=dict)
     tp_status: int = 0
+    fraglist: bool = False          # a fraglist GRO packet (inferred: GSO with DATA_VALID, see _delivered)
 
     @property
     def segs(self) -> int:
@@ -214,7 +217,7 @@ class KernelSession:
     """A namespace with its sockets, reusable for many replays (the namespace
     setup costs about 0.1 s).  Use as a context manager::
 
-        with KernelSession(udp_gro="off") as ks:
+        with KernelSession(host=HostState.build(rx_gro_list=True)) as ks:
             result = ks.replay(frames)
 
     Inside the ``with``, SIGTERM and SIGHUP (and SIGALRM for the
@@ -222,10 +225,11 @@ class KernelSession:
     session lives in the main thread; the namespace is also removed at exit.
     """
 
-    def __init__(self, udp_gro: str = "off", *, max_seconds: float = 300,
+    def __init__(self, udp_gro: Optional[str] = None, *, host: Optional[HostState] = None, max_seconds: float = 300,
                  flush_timeout_ns: int = FLUSH_TIMEOUT_NS, log: Optional[Callable[[str], None]] = None,
                  reported_seconds: Optional[float] = None):
-        self.ns = VethNamespace(udp_gro=udp_gro, flush_timeout_ns=flush_timeout_ns, defer_hard_irqs=1)
+        self.ns = VethNamespace(udp_gro=udp_gro, flush_timeout_ns=flush_timeout_ns, defer_hard_irqs=1, host=host)
+        self.host = self.ns.host
         self.max_seconds = float(max_seconds)
         self.reported_seconds = float(reported_seconds if reported_seconds is not None else max_seconds)
         self.log = log
@@ -444,7 +448,7 @@ class KernelSession:
             frame, vnet, status = got
             if frame is None or self._is_control(frame):
                 continue
-            pkt = _delivered(frame, vnet, status, 1 if status & TP_STATUS_VLAN_VALID else 0)
+            pkt = _delivered(frame, vnet, status, 1 if status & TP_STATUS_VLAN_VALID else 0, self.host.vxlan_ports)
             packets.append(pkt)
             segs_seen += pkt.gso_segs
         return packets, segs_seen == expected
@@ -489,6 +493,8 @@ class KernelSession:
             timestamps = list(range(len(frames)))
         elif len(timestamps) != len(frames):
             raise ValueError("one timestamp per frame")
+        if self.host.local_tcp:
+            self.ns.add_local_tcp(flows_to_local(self.host.local_tcp, tcp_flows(frames, self.host.vxlan_ports)))
         links0 = self.ns.link_counters()
         self._socket_stats()
         warnings: List[str] = []
@@ -504,7 +510,7 @@ class KernelSession:
                                 f"{attempts} times" + ("" if ok else ", never cleanly: its result is unreliable"))
             elif not ok:
                 warnings.append(f"batch {b}: not every segment was accounted for")
-            mapping = fr.map_batch(injected, [(p.data, p.gso_segs, p.is_gso) for p in got])
+            mapping = fr.map_batch(injected, [(p.data, p.gso_segs, p.is_gso) for p in got], self.host.vxlan_ports)
             for pkt, covers in zip(got, mapping):
                 pkt.batch = b
                 pkt.covers = [start + i for i in covers]
@@ -546,22 +552,31 @@ class KernelSession:
                                   unmatched, uncovered, counters)
 
 
-def _gso_payload(frame: bytes, base: int, csum_start: int, flags: int, tags: int) -> Optional[int]:
-    """L4 payload bytes of a GSO packet: from the parsed headers, or else from the
-    vnet header's csum_start (the transport header, before any tag was reinserted)."""
-    p = fr.parse(frame)
-    if p is not None:
-        return p.payload
+def _gso_payload(frame: bytes, base: int, csum_start: int, flags: int, tags: int,
+                 vxlan_ports=()) -> Optional[int]:
+    """L4 payload bytes of a GSO packet.  With NEEDS_CSUM, csum_start is where the
+    kernel says the (inner, for a tunnel) transport header is, which holds for
+    every encapsulation; otherwise (fraglist packets) from the parsed headers."""
     if flags & VNET_F_NEEDS_CSUM and csum_start:
         l4 = csum_start + 4 * tags
         if base in (1, 4) and len(frame) >= l4 + 13:
             return max(0, len(frame) - l4 - (frame[l4 + 12] >> 4) * 4)
-        if base == 5:
+        if base == 5 and len(frame) >= l4 + 8:
             return max(0, len(frame) - l4 - 8)
-    return None
+    p = fr.parse(frame, vxlan_ports)
+    return p.payload if p is not None else None
 
 
-def _delivered(frame: bytes, vnet: tuple, status: int, tags: int = 0) -> DeliveredPacket:
+def _delivered(frame: bytes, vnet: tuple, status: int, tags: int = 0, vxlan_ports=()) -> DeliveredPacket:
+    """The captured packet with its virtio_net_hdr decoded.
+
+    virtio_net_hdr_from_skb reports only the base GSO type (tcpv4, tcpv6,
+    udp_l4, and ECN): not SKB_GSO_FRAGLIST, nor the tunnel bits (UDP_TUNNEL,
+    GRE, ...), so a VXLAN or GRE super-packet shows the inner tcpv4/tcpv6.  A
+    fraglist super-packet is recognised by its checksum state: normal GRO
+    completes with CHECKSUM_PARTIAL (NEEDS_CSUM, csum_start at the transport
+    header), fraglist GRO leaves it CHECKSUM_UNNECESSARY (DATA_VALID) and the
+    transport checksum as the first segment had it."""
     flags, gso_type, hdr_len, gso_size, csum_start, csum_offset = vnet
     base = gso_type & ~VNET_GSO_ECN
     names: List[str] = []
@@ -570,7 +585,7 @@ def _delivered(frame: bytes, vnet: tuple, status: int, tags: int = 0) -> Deliver
         names.append(VNET_GSO_NAMES.get(base, f"virtio_gso_{base}"))
         if gso_type & VNET_GSO_ECN:
             names.append("tcp_ecn")
-        payload = _gso_payload(frame, base, csum_start, flags, tags)
+        payload = _gso_payload(frame, base, csum_start, flags, tags, vxlan_ports)
         if gso_size and payload is not None:
             segs = max(1, -(-payload // gso_size))
     else:
@@ -579,7 +594,22 @@ def _delivered(frame: bytes, vnet: tuple, status: int, tags: int = 0) -> Deliver
     return DeliveredPacket(frame, names, gso_size, segs, csum,
                            vnet={"flags": flags, "gso_type": gso_type, "hdr_len": hdr_len, "gso_size": gso_size,
                                  "csum_start": csum_start, "csum_offset": csum_offset},
-                           tp_status=status)
+                           tp_status=status, fraglist=bool(base) and csum == "valid")
+
+
+def tcp_flows(frames: Sequence[bytes], vxlan_ports=()) -> List[Tuple[Endpoint, Endpoint]]:
+    """The (source, destination) endpoints of the TCP flows in the frames, in order of
+    first appearance; for a tunnelled flow the inner ones (what the kernel's
+    established-socket lookup in tcp4/6_check_fraglist_gro uses)."""
+    seen: Dict[tuple, None] = {}
+    for f in frames:
+        p = fr.parse(f, vxlan_ports)
+        if p is not None and p.proto == fr.IPPROTO_TCP and p.sport and p.dport:
+            key = (p.src, p.sport, p.dst, p.dport)
+            if key not in seen:
+                seen[key] = None
+    return [(Endpoint(str(ipaddress.ip_address(s)), sp), Endpoint(str(ipaddress.ip_address(d)), dp))
+            for s, sp, d, dp in seen]
 
 
 def frame_problem(frame: bytes) -> Optional[str]:
@@ -603,18 +633,21 @@ def check_frame(frame: bytes, index: int) -> None:
 # one-shot entry points
 # -----------------------------------------------------------------------------
 def kernel_replay(frames: Sequence[bytes], timestamps: Optional[Sequence[int]] = None, *,
-                  csum: str = DEFAULT_CSUM, udp_gro: str = "off", batch: int = BUDGET, max_seconds: float = 300,
-                  log: Optional[Callable[[str], None]] = None,
+                  csum: str = DEFAULT_CSUM, udp_gro: Optional[str] = None, host: Optional[HostState] = None,
+                  batch: int = BUDGET, max_seconds: float = 300, log: Optional[Callable[[str], None]] = None,
                   reported_seconds: Optional[float] = None) -> KernelReplayResult:
-    """Replay Ethernet frames through the kernel in a fresh namespace; the full result."""
+    """Replay Ethernet frames through the kernel in a fresh namespace set up as
+    ``host`` says (``udp_gro`` is the deprecated off|forward|fraglist); the full result."""
     for i, f in enumerate(frames):
         check_frame(f, i)
-    with KernelSession(udp_gro, max_seconds=max_seconds, log=log, reported_seconds=reported_seconds) as ks:
+    with KernelSession(udp_gro, host=host, max_seconds=max_seconds, log=log,
+                       reported_seconds=reported_seconds) as ks:
         return ks.replay(frames, timestamps, csum=csum, batch=batch)
 
 
 def replay_frames(frames: Sequence[bytes], timestamps: Optional[Sequence[int]] = None, *,
-                  csum: str = DEFAULT_CSUM, udp_gro: str = "off", batch: int = BUDGET, max_seconds: float = 300,
+                  csum: str = DEFAULT_CSUM, udp_gro: Optional[str] = None, host: Optional[HostState] = None,
+                  batch: int = BUDGET, max_seconds: float = 300,
                   log: Optional[Callable[[str], None]] = None, require_reliable: bool = False) -> DeliveredList:
     """Replay in-memory Ethernet frames in a fresh namespace; the delivered
     packets in delivery order (a list that also has ``reliable``, ``batches``,
@@ -623,7 +656,7 @@ def replay_frames(frames: Sequence[bytes], timestamps: Optional[Sequence[int]] =
     With ``require_reliable=True``, raises UnreliableRun (exit 4) when the kernel
     dropped frames or a batch never went through cleanly.
     """
-    result = kernel_replay(frames, timestamps, csum=csum, udp_gro=udp_gro, batch=batch,
+    result = kernel_replay(frames, timestamps, csum=csum, udp_gro=udp_gro, host=host, batch=batch,
                            max_seconds=max_seconds, log=log)
     if require_reliable and not result.reliable:
         raise UnreliableRun("kernel replay unreliable: " + "; ".join(result.warnings))
