@@ -96,13 +96,16 @@ def udp_flow(n: int, size: int = 1000, *, dport: int = 5202, sport: int = 40001,
     return out
 
 
-def tcp_flow(n: int, *, src: str, dst: str, sport: int, dport: int, mss: int = 1448) -> List[bytes]:
-    """n in-order segments of one plain TCP flow (IPv4 or IPv6 by the addresses)."""
+def tcp_flow(n: int, *, src: str, dst: str, sport: int, dport: int, mss: int = 1448,
+             flags_at: Optional[dict] = None) -> List[bytes]:
+    """n in-order segments of one plain TCP flow (IPv4 or IPv6 by the addresses);
+    flags_at: {index: scapy flags} overriding "A"."""
     out = []
     for i in range(n):
         seq = 1000 + i * mss
         ip = IP(src=src, dst=dst, id=i, flags="DF") if ":" not in src else IPv6(src=src, dst=dst)
         out.append(bytes(Ether(dst=OUTER_MAC_DST, src=OUTER_MAC_SRC) / ip
-                         / TCP(sport=sport, dport=dport, seq=seq, ack=5000, flags="A", window=512)
+                         / TCP(sport=sport, dport=dport, seq=seq, ack=5000, flags=(flags_at or {}).get(i, "A"),
+                               window=512)
                          / Raw(data(mss, seq))))
     return out

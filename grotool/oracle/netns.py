@@ -390,26 +390,40 @@ class VethNamespace:
 
     def _connect(self, src: Endpoint, dst: Endpoint) -> None:
         family = socket.AF_INET if src.family == 4 else socket.AF_INET6
-        try:
-            listener = self._listeners.get(dst)
-            if listener is None:
-                listener = self._tcp_socket(family)
-                listener.bind((dst.addr, dst.port))
-                listener.listen(128)
-                self._listeners[dst] = listener
-            client = self._tcp_socket(family)
-            client.bind((src.addr, src.port))
-            client.settimeout(5)
-            client.connect((dst.addr, dst.port))
-            listener.settimeout(5)
-            conn, _peer = listener.accept()
-            self.tcp_sockets.append(conn)
-            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        except OSError as exc:
-            why = exc.strerror or str(exc)
-            if exc.errno == errno.EADDRINUSE:
-                why += " (an endpoint is both a listening and a connecting end of --local-tcp flows)"
-            raise EnvironmentProblem(f"cannot make the local TCP connection {src}>{dst}: {why}") from None
+        # a new IPv6 address (and its local route) becomes usable from a workqueue,
+        # even with nodad: retry while the kernel still says it is not there
+        deadline = time.monotonic() + 3.0
+        while True:
+            client = None
+            try:
+                listener = self._listeners.get(dst)
+                if listener is None:
+                    listener = self._tcp_socket(family)
+                    listener.bind((dst.addr, dst.port))
+                    listener.listen(128)
+                    self._listeners[dst] = listener
+                client = self._tcp_socket(family)
+                client.bind((src.addr, src.port))
+                client.settimeout(5)
+                client.connect((dst.addr, dst.port))
+                listener.settimeout(5)
+                conn, _peer = listener.accept()
+                self.tcp_sockets.append(conn)
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                return
+            except OSError as exc:
+                not_yet = exc.errno in (errno.EADDRNOTAVAIL, errno.ENETUNREACH, errno.EHOSTUNREACH)
+                if not_yet and time.monotonic() < deadline:
+                    for stale in (self._listeners.pop(dst, None), client):
+                        if stale is not None:
+                            self.tcp_sockets.remove(stale)
+                            stale.close()
+                    time.sleep(0.02)
+                    continue
+                why = exc.strerror or str(exc)
+                if exc.errno == errno.EADDRINUSE:
+                    why += " (an endpoint is both a listening and a connecting end of --local-tcp flows)"
+                raise EnvironmentProblem(f"cannot make the local TCP connection {src}>{dst}: {why}") from None
 
     def close_sockets(self) -> None:
         for s in self.udp_sockets + self.tcp_sockets:
