@@ -369,6 +369,14 @@ def test_vxlan_device_merges_inner_tcp():
             p = fr.parse(pkt.data, (4789,))
             assert pkt.data[p.payload_off:] == b"".join(f[p.payload_off:] for f in frames)
             assert struct.unpack_from("!H", pkt.data, p.l3 + 2)[0] == len(pkt.data) - p.l3
+        # a bad inner TCP checksum: each goes up alone, unless --csum trust (csum_start at the inner TCP)
+        bad = []
+        for f in tf.vxlan_tcp_flow(5):
+            b = bytearray(f)
+            b[fr.parse(f, (4789,)).check_at] ^= 0x55
+            bad.append(bytes(b))
+        assert [p.data for p in s.replay(bad, csum="verify").packets] == bad
+        assert [(p.gso_segs, p.csum) for p in s.replay(bad, csum="trust").packets] == [(5, "partial")]
     # rx-gro-list makes the inner TCP fraglist, as for GRE
     with KernelSession(host=HostState.build(vxlan_ports=[4789], rx_gro_list=True)) as s:
         run = s.replay(tf.vxlan_tcp_flow(20))

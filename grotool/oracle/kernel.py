@@ -195,14 +195,16 @@ class _Abort(BaseException):
 _NO_VNET = VNET_HDR.pack(0, 0, 0, 0, 0, 0)
 
 
-def prepare_frame(frame: bytes, csum: str) -> Tuple[bytes, bytes]:
-    """(frame to inject, virtio_net_hdr or b"") under a --csum mode."""
+def prepare_frame(frame: bytes, csum: str, vxlan_ports=()) -> Tuple[bytes, bytes]:
+    """(frame to inject, virtio_net_hdr or b"") under a --csum mode.  Under trust
+    csum_start is the innermost transport header (through VXLAN on ``vxlan_ports``
+    too): every checksum before it counts as valid in GRO, the outer ones included."""
     if csum == "auto":
         return fr.fix_seed_checksum(frame)[0], b""
     if csum == "fix":
         return fr.fix_checksums(frame), b""
     if csum == "trust":
-        p = fr.parse(frame)
+        p = fr.parse(frame, vxlan_ports)
         if p is not None and p.l4_end >= p.payload_off and not (
                 p.proto == fr.IPPROTO_UDP and fr.l4_check_field(frame, p) == 0):
             return frame, VNET_HDR.pack(VNET_F_NEEDS_CSUM, 0, 0, 0, p.l4, p.check_at - p.l4)
@@ -455,7 +457,7 @@ class KernelSession:
 
     def run_batch(self, chunk: Sequence[bytes], csum: str) -> Tuple[List[DeliveredPacket], List[bytes], int, float, bool]:
         """One NAPI poll's worth: (packets, injected frames, attempts, send µs, ok)."""
-        prepared = [prepare_frame(f, csum) for f in chunk]
+        prepared = [prepare_frame(f, csum, self.host.vxlan_ports) for f in chunk]
         injected = [f for f, _ in prepared]
         attempts = 0
         while True:
