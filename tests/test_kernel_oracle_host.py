@@ -156,6 +156,26 @@ def test_vnet_header_decoding_fraglist_and_tunnel_segments():
     assert _delivered(frames[0], (2, 0, 0, 0, 0, 0), 0).fraglist is False
 
 
+def test_host_hint_names_the_options_the_traffic_calls_for():
+    from grotool.oracle.kernel import host_hint
+
+    plain = HostState()
+    assert host_hint(ks.tcp_flow(5), plain) is None
+    assert host_hint(tf.udp_flow(1) + tf.udp_flow(2, dport=5300, size=100)[:1], plain) is None   # no equal sizes
+    assert host_hint(tf.udp_flow(3) + tf.udp_flow(2, dport=443), plain) == (
+        "this capture has UDP flows of equal-size datagrams to port 443, 5202 "
+        "(--udp-gro-socket PORT, --udp-gro-forwarding or --rx-gro-list)")
+    assert host_hint(tf.udp_flow(3), HostState.build(udp_gro_sockets=[5202])) is None
+    assert host_hint(tf.udp_flow(3), HostState.build(udp_gro_forwarding=True)) is None
+    assert host_hint(tf.vxlan_tcp_flow(3), plain) == \
+        "this capture has UDP to port 4789 (VXLAN: --vxlan-port 4789)"
+    assert host_hint(tf.vxlan_tcp_flow(3), HostState.build(vxlan_ports=[4789])) is None
+    assert host_hint(tf.udp_flow(2, dport=6081), plain) == \
+        "this capture has UDP to port 6081 (GENEVE: --geneve-port 6081)"
+    assert "--local-tcp" in host_hint(ks.tcp_flow(5), HostState.build(rx_gro_list=True))
+    assert host_hint(ks.tcp_flow(5), HostState.build(rx_gro_list=True, local_tcp=["10.0.0.2:5201"])) is None
+
+
 def test_bad_local_tcp_is_a_usage_error():
     from click.testing import CliRunner
 

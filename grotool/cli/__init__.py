@@ -298,6 +298,8 @@ def kernel(input_path, output_path, json_path, csum, udp_gro_forwarding, rx_gro_
                             max_seconds=max_seconds)
     for w in run.warnings:
         click.echo(f"grotool: warning: {w}", err=True)
+    if not quiet and run.hint:
+        click.echo(f"grotool: hint: {run.hint}", err=True)
     if not quiet:
         frames = sum(b.frames for b in run.batches)
         supers = sum(1 for p in run.packets if p.segs > 1)

@@ -153,6 +153,7 @@ class KernelReplayResult:
     unmatched_packets: int = 0      # delivered packets not traced back to input frames
     uncovered_frames: int = 0       # input frames found in no delivered packet
     link_counters: Dict[str, Dict[str, int]] = field(default_factory=dict)   # per veth end, deltas
+    hint: Optional[str] = None      # which host option the capture's traffic would call for
 
 
 class DeliveredList(list):
@@ -599,6 +600,43 @@ def _delivered(frame: bytes, vnet: tuple, status: int, tags: int = 0, vxlan_port
                            tp_status=status, fraglist=bool(base) and csum == "valid")
 
 
+VXLAN_PORT, GENEVE_PORT = 4789, 6081
+
+
+def host_hint(frames: Sequence[bytes], host: HostState) -> Optional[str]:
+    """One line naming the host options this capture's traffic would call for, or None:
+    UDP to the VXLAN/GENEVE ports without a device there, UDP flows of equal-size
+    datagrams with no UDP GRO path, TCP flows that --rx-gro-list makes fraglist."""
+    udp_sizes: Dict[tuple, Dict[int, int]] = {}
+    udp_ports = set()
+    tcp_seen = False
+    for f in frames:
+        p = fr.parse(f, host.vxlan_ports)
+        if p is None:
+            continue
+        if p.proto == fr.IPPROTO_TCP:
+            tcp_seen = tcp_seen or p.payload > 0
+        elif p.proto == fr.IPPROTO_UDP:
+            udp_ports.add(p.dport)
+            sizes = udp_sizes.setdefault(p.flow, {})
+            sizes[p.payload] = sizes.get(p.payload, 0) + 1
+    parts = []
+    if VXLAN_PORT in udp_ports and VXLAN_PORT not in host.vxlan_ports:
+        parts.append(f"UDP to port {VXLAN_PORT} (VXLAN: --vxlan-port {VXLAN_PORT})")
+    if GENEVE_PORT in udp_ports and GENEVE_PORT not in host.geneve_ports:
+        parts.append(f"UDP to port {GENEVE_PORT} (GENEVE: --geneve-port {GENEVE_PORT})")
+    tunnel_ports = {VXLAN_PORT, GENEVE_PORT} | set(host.vxlan_ports) | set(host.geneve_ports)
+    equal = sorted({flow[4] for flow, sizes in udp_sizes.items() if max(sizes.values()) > 1
+                    and flow[4] not in tunnel_ports and flow[4] not in host.udp_gro_sockets})
+    if equal and not (host.udp_gro_forwarding or host.rx_gro_list):
+        ports = ", ".join(str(x) for x in equal[:3]) + (", ..." if len(equal) > 3 else "")
+        parts.append(f"UDP flows of equal-size datagrams to port {ports} (--udp-gro-socket PORT, "
+                     f"--udp-gro-forwarding or --rx-gro-list)")
+    if host.rx_gro_list and tcp_seen and not host.local_tcp:
+        parts.append("TCP flows, fraglist under --rx-gro-list unless --local-tcp says they end locally")
+    return "this capture has " + "; ".join(parts) if parts else None
+
+
 def tcp_flows(frames: Sequence[bytes], vxlan_ports=()) -> List[Tuple[Endpoint, Endpoint]]:
     """The (source, destination) endpoints of the TCP flows in the frames, in order of
     first appearance; for a tunnelled flow the inner ones (what the kernel's
@@ -644,7 +682,9 @@ def kernel_replay(frames: Sequence[bytes], timestamps: Optional[Sequence[int]] =
         check_frame(f, i)
     with KernelSession(udp_gro, host=host, max_seconds=max_seconds, log=log,
                        reported_seconds=reported_seconds) as ks:
-        return ks.replay(frames, timestamps, csum=csum, batch=batch)
+        result = ks.replay(frames, timestamps, csum=csum, batch=batch)
+        result.hint = host_hint(frames, ks.host)
+        return result
 
 
 def replay_frames(frames: Sequence[bytes], timestamps: Optional[Sequence[int]] = None, *,
