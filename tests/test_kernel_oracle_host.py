@@ -316,6 +316,13 @@ def test_tcp_local_port_form_covers_every_flow_to_it():
                                       (10, 14480, 1448, ["tcpv4"], "valid"), (20, 28960, 1448, ["tcpv6"], "partial")]
         assert s.ns.settings()["host_realised"]["local_tcp_flows"] == [
             "10.0.0.1:40000>10.0.0.2:5201", "10.0.0.3:40001>10.0.0.2:5201", "[fd00::1]:40000>[fd00::2]:5201"]
+        # only the direction into B:P is local: the reverse direction is still forwarded (fraglist)
+        reverse = tf.tcp_flow(10, src="10.0.0.2", dst="10.0.0.1", sport=5201, dport=40000)
+        assert [(p.gso_segs, p.csum) for p in s.replay(a + reverse).packets] == [(10, "partial"), (10, "valid")]
+        established = s.ns.ns_exec("ss", "-Htan").stdout.split("\n")
+        assert sorted(line.split()[3:5] for line in established if line.strip()) == [
+            ["10.0.0.2:5201", "10.0.0.1:40000"], ["10.0.0.2:5201", "10.0.0.3:40001"],
+            ["[fd00::2]:5201", "[fd00::1]:40000"]]
 
 
 # =============================================================================
@@ -494,7 +501,7 @@ def test_sockets_closed_and_nothing_left_after_a_run():
     with KernelSession(host=host) as s:
         s.replay(tf.tcp_flow(2, **FLOW_A))
         socks = s.ns.udp_sockets + s.ns.tcp_sockets
-        assert len(socks) == 5 and len(mine()) == 1          # 2 UDP; listener, client, accepted
+        assert len(socks) == 3 and len(mine()) == 1          # 2 UDP, 1 established TCP
         devices = s.ns.ns_exec("ip", "-o", "link", "show").stdout
         assert "gvx4789" in devices and root_devices_of_ours() == []
     assert all(x.fileno() == -1 for x in socks)              # closed, so the namespace can go away

@@ -6,7 +6,7 @@ Nothing is created outside the namespace.  Inside it, apart from the oracle's
 own AF_PACKET sockets, only what the host options ask for exists (a
 HostState, grotool.oracle.hoststate): VXLAN/GENEVE devices with no remote and
 no address, UDP sockets with UDP_GRO on the wildcard address, and established
-TCP connections over the namespace's loopback.  They are closed before the
+TCP sockets (TCP_REPAIR, addresses on the namespace's loopback).  They are closed before the
 namespace is deleted (an open socket would keep a deleted namespace alive).  The name
 carries the creating process's pid (``grotool-o<pid>-<random>``): a run killed
 with SIGKILL leaves a namespace that the next run recognises as stale (its
@@ -30,7 +30,6 @@ import secrets
 import shutil
 import subprocess
 import threading
-import struct
 import time
 from typing import Dict, List, Optional, Set, Tuple
 
@@ -56,6 +55,7 @@ CONFIG_OPTIONS = ("CONFIG_VLAN_8021Q", "CONFIG_HZ", "CONFIG_MAX_SKB_FRAGS", "CON
                   "CONFIG_NET_UDP_TUNNEL", "CONFIG_IPV6")
 SOL_UDP = 17
 UDP_GRO = 104                      # setsockopt(SOL_UDP, UDP_GRO): the socket takes UDP GSO packets
+TCP_REPAIR = 19                    # a TCP socket connected without a handshake (CAP_NET_ADMIN)
 MAX_LOCAL_TCP = 4096               # established connections one run may create
 
 
@@ -225,7 +225,6 @@ class VethNamespace:
         self.tcp_sockets: List[socket.socket] = []
         self.local_flows: List[Tuple[Endpoint, Endpoint]] = []   # flows given a local established socket
         self._lo_addrs: Set[str] = set()
-        self._listeners: Dict[Endpoint, socket.socket] = {}
 
     # -- setup ------------------------------------------------------------------
     def create(self) -> "VethNamespace":
@@ -337,28 +336,29 @@ class VethNamespace:
                                              f"{exc.strerror}") from None
 
     def add_local_tcp(self, flows) -> None:
-        """An established TCP connection for each (src, dst) flow not yet covered: src and
-        dst addresses on the namespace's loopback, a listener on dst, a client bound to
-        src that connects, the accepted socket kept.  The accepted socket (local dst,
-        remote src) is what tcp4/6_check_fraglist_gro finds for frames src -> dst; the
-        client socket covers the reverse direction."""
-        todo = [(a, b) for a, b in flows
-                if (a, b) not in self.local_flows and (b, a) not in self.local_flows]
+        """An established TCP socket for each (src, dst) flow not yet covered, made with
+        TCP_REPAIR: bound to dst, connected to src, it enters ESTABLISHED at once
+        without a handshake (and leaves without a FIN or a reset).  It is what
+        tcp4/6_check_fraglist_gro finds for frames src -> dst, and nothing else
+        exists: no listener, and no client socket that would make the reverse
+        direction local too.  Both addresses go on the namespace's loopback (the
+        bind needs a local address, the connect a route)."""
+        todo = [(a, b) for a, b in flows if (a, b) not in self.local_flows]
         if not todo:
             return
         if len(self.local_flows) + len(todo) > MAX_LOCAL_TCP:
             raise InputError(f"--local-tcp would need {len(self.local_flows) + len(todo)} established "
-                             f"connections, more than {MAX_LOCAL_TCP}")
+                             f"sockets, more than {MAX_LOCAL_TCP}")
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        want = 3 * (len(self.local_flows) + len(todo)) + 256
+        want = len(self.local_flows) + len(todo) + 256
         if soft < want:
             try:
-                resource.setrlimit(resource.RLIMIT_NOFILE, (min(max(want, soft), hard), hard))
+                resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, hard), hard))
             except (ValueError, OSError):
                 pass
         self._loopback_addresses({e for flow in todo for e in flow})
         for src, dst in todo:
-            self._connect(src, dst)
+            self._established(src, dst)
             self.local_flows.append((src, dst))
 
     def _loopback_addresses(self, endpoints) -> None:
@@ -380,50 +380,28 @@ class VethNamespace:
         if lines:
             _run(["ip", "-n", self.name, "-batch", "-"], input="\n".join(lines) + "\n")
 
-    def _tcp_socket(self, family: int) -> socket.socket:
-        s = self._in_ns(family, socket.SOCK_STREAM)
-        self.tcp_sockets.append(s)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        # closed with a reset: no FIN exchange, no TIME_WAIT left in the namespace
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        return s
-
-    def _connect(self, src: Endpoint, dst: Endpoint) -> None:
+    def _established(self, src: Endpoint, dst: Endpoint) -> None:
         family = socket.AF_INET if src.family == 4 else socket.AF_INET6
         # a new IPv6 address (and its local route) becomes usable from a workqueue,
         # even with nodad: retry while the kernel still says it is not there
         deadline = time.monotonic() + 3.0
         while True:
-            client = None
+            sock = self._in_ns(family, socket.SOCK_STREAM)
             try:
-                listener = self._listeners.get(dst)
-                if listener is None:
-                    listener = self._tcp_socket(family)
-                    listener.bind((dst.addr, dst.port))
-                    listener.listen(128)
-                    self._listeners[dst] = listener
-                client = self._tcp_socket(family)
-                client.bind((src.addr, src.port))
-                client.settimeout(5)
-                client.connect((dst.addr, dst.port))
-                listener.settimeout(5)
-                conn, _peer = listener.accept()
-                self.tcp_sockets.append(conn)
-                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                sock.setsockopt(socket.IPPROTO_TCP, TCP_REPAIR, 1)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind((dst.addr, dst.port))
+                sock.connect((src.addr, src.port))
+                self.tcp_sockets.append(sock)
                 return
             except OSError as exc:
+                sock.close()
                 not_yet = exc.errno in (errno.EADDRNOTAVAIL, errno.ENETUNREACH, errno.EHOSTUNREACH)
                 if not_yet and time.monotonic() < deadline:
-                    for stale in (self._listeners.pop(dst, None), client):
-                        if stale is not None:
-                            self.tcp_sockets.remove(stale)
-                            stale.close()
                     time.sleep(0.02)
                     continue
-                why = exc.strerror or str(exc)
-                if exc.errno == errno.EADDRINUSE:
-                    why += " (an endpoint is both a listening and a connecting end of --local-tcp flows)"
-                raise EnvironmentProblem(f"cannot make the local TCP connection {src}>{dst}: {why}") from None
+                raise EnvironmentProblem(f"cannot make an established TCP socket for {src}>{dst} "
+                                         f"(TCP_REPAIR): {exc.strerror or exc}") from None
 
     def close_sockets(self) -> None:
         for s in self.udp_sockets + self.tcp_sockets:
@@ -432,7 +410,6 @@ class VethNamespace:
             except OSError:
                 pass
         self.udp_sockets, self.tcp_sockets = [], []
-        self._listeners.clear()
 
     def _verify(self) -> None:
         """Read the settings back: a kernel that refused one makes the oracle meaningless."""
