@@ -147,9 +147,15 @@ def test_parse_and_map_through_vxlan_only_on_its_port():
 def test_vnet_header_decoding_fraglist_and_tunnel_segments():
     frames = tf.vxlan_tcp_flow(4)
     merged = vxlan_merged(frames)
-    # normal GRO through VXLAN: NEEDS_CSUM, csum_start at the inner TCP header (84)
-    pkt = _delivered(merged, (1, 1, 1504, 1400, 84, 16), 0)
+    # normal GRO through VXLAN: NEEDS_CSUM, csum_start at the inner TCP header (84), the
+    # inner TCP checksum the pseudo-header seed of the whole inner segment
+    seeded = bytearray(merged)
+    p = fr.parse(merged, (4789,))
+    struct.pack_into("!H", seeded, p.check_at, ks.seed_value(p.src, p.dst, 6, len(merged) - p.l4))
+    pkt = _delivered(bytes(seeded), (1, 1, 1504, 1400, 84, 16), 0, 0, (4789,))
     assert (pkt.gso_type, pkt.gso_segs, pkt.csum, pkt.fraglist) == (["tcpv4"], 4, "partial", False)
+    # the same under --csum trust in fraglist: PARTIAL, but the first segment's checksum
+    assert _delivered(merged, (1, 1, 1504, 1400, 84, 16), 0, 0, (4789,)).fraglist is True
     # fraglist: DATA_VALID, no csum_start; the segments come from the parsed inner payload
     pkt = _delivered(merged, (2, 1, 1504, 1400, 0, 0), 0, 0, (4789,))
     assert (pkt.gso_segs, pkt.csum, pkt.fraglist) == (4, "valid", True)
@@ -281,6 +287,13 @@ def test_tcp_fraglist_without_a_local_socket():
         psh = ks.tcp_flow(20, flags_at=[(9, ks.ACK | ks.PSH)])
         assert [(p.gso_segs, p.csum) for p in s.replay(psh).packets] == [(9, "valid"), (1, "valid"), (10, "valid")]
         assert [p.gso_segs for p in s.replay(tf.tcp_flow(70, mss=500, **FLOW_A)).packets] == [64, 6]
+        # injected as CHECKSUM_PARTIAL (--csum trust), a fraglist packet stays PARTIAL: its TCP
+        # checksum is still the first segment's, not the seed normal GRO writes
+        frames = tf.tcp_flow(10, **FLOW_A)
+        run = s.replay(frames, csum="trust")
+        assert [(p.gso_segs, p.csum, p.fraglist) for p in run.packets] == [(10, "partial", True)]
+        assert run.packets[0].data == expected_super(frames, "first")
+        assert (run.packets[0].vnet["csum_start"], run.packets[0].vnet["csum_offset"]) == (34, 16)
 
 
 @needs_kernel
@@ -301,6 +314,9 @@ def test_tcp_local_socket_means_normal_gro():
         # normal GRO rules again: a PSH segment is merged and closes
         psh = tf.tcp_flow(20, flags_at={9: "PA"}, **FLOW_A)
         assert [(p.gso_segs, p.csum) for p in s.replay(psh).packets] == [(10, "partial"), (10, "partial")]
+        run = s.replay(a, csum="trust")
+        assert [(p.gso_segs, p.csum, p.fraglist) for p in run.packets] == [(10, "partial", False)]
+        assert run.packets[0].data == expected_super(a, "seed")
         realised = s.ns.settings()["host_realised"]
         assert realised["local_tcp_flows"] == ["10.0.0.1:40000>10.0.0.2:5201", "[fd00::1]:40000>[fd00::2]:5201"]
         assert realised["loopback_addresses"] == ["10.0.0.1", "10.0.0.2", "fd00::1", "fd00::2"]

@@ -579,7 +579,11 @@ def _delivered(frame: bytes, vnet: tuple, status: int, tags: int = 0, vxlan_port
     fraglist super-packet is recognised by its checksum state: normal GRO
     completes with CHECKSUM_PARTIAL (NEEDS_CSUM, csum_start at the transport
     header), fraglist GRO leaves it CHECKSUM_UNNECESSARY (DATA_VALID) and the
-    transport checksum as the first segment had it."""
+    transport checksum as the first segment had it.  Frames injected as
+    CHECKSUM_PARTIAL (--csum trust) stay PARTIAL in fraglist too; there the
+    transport checksum tells: normal GRO always rewrites it to the pseudo-header
+    seed of the whole packet (tcp4/6_gro_complete, udp4/6_gro_complete), fraglist
+    never does."""
     flags, gso_type, hdr_len, gso_size, csum_start, csum_offset = vnet
     base = gso_type & ~VNET_GSO_ECN
     names: List[str] = []
@@ -597,7 +601,16 @@ def _delivered(frame: bytes, vnet: tuple, status: int, tags: int = 0, vxlan_port
     return DeliveredPacket(frame, names, gso_size, segs, csum,
                            vnet={"flags": flags, "gso_type": gso_type, "hdr_len": hdr_len, "gso_size": gso_size,
                                  "csum_start": csum_start, "csum_offset": csum_offset},
-                           tp_status=status, fraglist=bool(base) and csum == "valid")
+                           tp_status=status, fraglist=bool(base) and _fraglist(frame, csum, vxlan_ports))
+
+
+def _fraglist(frame: bytes, csum: str, vxlan_ports=()) -> bool:
+    if csum == "valid":
+        return True
+    if csum != "partial":
+        return False
+    p = fr.parse(frame, vxlan_ports)
+    return p is not None and not fr.holds_seed(frame, p)
 
 
 VXLAN_PORT, GENEVE_PORT = 4789, 6081
