@@ -364,6 +364,12 @@ def test_gre_needs_no_host_option():
                 assert struct.unpack_from("!H", pkt.data, 18)[0] == len(pkt.data) - 54
             assert struct.unpack_from("!H", pkt.data, p.l3 + 2)[0] == len(pkt.data) - p.l3
             assert ip4_csum_ok(pkt.data, p.l3)
+        # inner IPv6 (protocol 0x86dd) and transparent Ethernet bridging (0x6558)
+        for kw, l4, gso in ((dict(inner_family=6), 78, "tcpv6"), (dict(family=6, inner_family=6), 98, "tcpv6"),
+                            (dict(teb=True), 72, "tcpv4"), (dict(family=6, teb=True, key=5, csum=True), 100, "tcpv4")):
+            run = s.replay(tf.gre_tcp_flow(10, **kw))
+            assert shape(run.packets) == [(10, 14000, 1400, [gso], "partial")], kw
+            assert run.packets[0].vnet["csum_start"] == l4 and run.packets[0].covers == list(range(10))
     # with rx-gro-list the inner TCP of a GRE packet goes fraglist
     with KernelSession(host=HostState.build(rx_gro_list=True)) as s:
         for family in (4, 6):
@@ -418,6 +424,17 @@ def test_vxlan_device_merges_inner_tcp():
             p = fr.parse(pkt.data, (4789,))
             assert pkt.data[p.payload_off:] == b"".join(f[p.payload_off:] for f in frames)
             assert struct.unpack_from("!H", pkt.data, p.l3 + 2)[0] == len(pkt.data) - p.l3
+        # IPv6 outer with a zero UDP checksum, inner IPv6
+        for kw, l4, gso in ((dict(family=6, udp_csum=False), 104, "tcpv4"), (dict(inner_family=6), 104, "tcpv6")):
+            run = s.replay(tf.vxlan_tcp_flow(10, **kw))
+            assert shape(run.packets, (4789,)) == [(10, 14000, 1400, [gso], "partial")], kw
+            assert run.packets[0].vnet["csum_start"] == l4 and run.packets[0].covers == list(range(10))
+        # flows differing only in VNI or outer source port are kept apart
+        a, b, c = tf.vxlan_tcp_flow(10, vni=1), tf.vxlan_tcp_flow(10, vni=2), tf.vxlan_tcp_flow(10, sport=50000)
+        for other in (b, c):
+            run = s.replay([x for pair in zip(a, other) for x in pair])
+            assert [(p.gso_segs, p.covers) for p in run.packets] == [(10, list(range(0, 20, 2))),
+                                                                      (10, list(range(1, 20, 2)))]
         # a bad inner TCP checksum: each goes up alone, unless --csum trust (csum_start at the inner TCP)
         bad = []
         for f in tf.vxlan_tcp_flow(5):

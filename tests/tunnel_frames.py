@@ -22,6 +22,7 @@ INNER_MAC_DST, INNER_MAC_SRC = "02:00:00:00:02:aa", "02:00:00:00:02:bb"
 OUTER4 = ("192.168.50.1", "192.168.50.2")
 OUTER6 = ("fd50::1", "fd50::2")
 INNER4 = ("10.1.0.1", "10.1.0.2")
+INNER6 = ("fd01::1", "fd01::2")
 MSS = 1400
 
 
@@ -30,12 +31,12 @@ def data(n: int, salt: int) -> bytes:
 
 
 def inner_tcp(i: int, *, mss: int = MSS, seq0: int = 1000, sport: int = 33000, dport: int = 5201,
-              flags: str = "A", src: str = INNER4[0], dst: str = INNER4[1]):
-    """The i-th segment of one inner TCP flow (scapy packet, IPv4)."""
+              flags: str = "A", family: int = 4):
+    """The i-th segment of one inner TCP flow (scapy packet, IPv4 or IPv6)."""
     seq = seq0 + i * mss
-    return (IP(src=src, dst=dst, id=i, flags="DF", ttl=64)
-            / TCP(sport=sport, dport=dport, seq=seq, ack=7000, flags=flags, window=1000)
-            / Raw(data(mss, seq)))
+    ip = (IP(src=INNER4[0], dst=INNER4[1], id=i, flags="DF", ttl=64) if family == 4
+          else IPv6(src=INNER6[0], dst=INNER6[1], hlim=64))
+    return ip / TCP(sport=sport, dport=dport, seq=seq, ack=7000, flags=flags, window=1000) / Raw(data(mss, seq))
 
 
 def _outer_ip(i: int, family: int, proto: Optional[int] = None, *, outer_id0: int = 100):
@@ -51,14 +52,18 @@ def _outer_ip(i: int, family: int, proto: Optional[int] = None, *, outer_id0: in
 
 
 def vxlan_tcp_flow(n: int, *, dport: int = 4789, sport: int = 49152, vni: int = 42, family: int = 4,
-                   udp_csum: bool = False, mss: int = MSS, inner_sport: int = 33000) -> List[bytes]:
-    """n segments of one TCP flow carried in VXLAN (inner Ethernet + IPv4).  The outer
-    UDP checksum is zero unless udp_csum (always computed over IPv6)."""
+                   udp_csum: Optional[bool] = None, mss: int = MSS, inner_sport: int = 33000,
+                   inner_family: int = 4) -> List[bytes]:
+    """n segments of one TCP flow carried in VXLAN (inner Ethernet + IP).  The outer
+    UDP checksum is zero over IPv4 and computed over IPv6 unless udp_csum says."""
+    if udp_csum is None:
+        udp_csum = family == 6
     out = []
     for i in range(n):
-        inner = Ether(dst=INNER_MAC_DST, src=INNER_MAC_SRC) / inner_tcp(i, mss=mss, sport=inner_sport)
+        inner = Ether(dst=INNER_MAC_DST, src=INNER_MAC_SRC) / inner_tcp(i, mss=mss, sport=inner_sport,
+                                                                        family=inner_family)
         udp = UDP(sport=sport, dport=dport)
-        if not udp_csum and family == 4:
+        if not udp_csum:
             udp.chksum = 0
         pkt = (Ether(dst=OUTER_MAC_DST, src=OUTER_MAC_SRC) / _outer_ip(i, family) / udp
                / VXLAN(vni=vni, flags=0x08) / inner)
@@ -67,18 +72,21 @@ def vxlan_tcp_flow(n: int, *, dport: int = 4789, sport: int = 49152, vni: int = 
 
 
 def gre_tcp_flow(n: int, *, family: int = 4, key: Optional[int] = None, csum: bool = False,
-                 mss: int = MSS) -> List[bytes]:
-    """n segments of one inner IPv4 TCP flow in GRE (protocol 0x0800), optionally with
-    a key and/or the GRE checksum."""
+                 mss: int = MSS, inner_family: int = 4, teb: bool = False) -> List[bytes]:
+    """n segments of one inner TCP flow in GRE (protocol 0x0800 or 0x86dd; 0x6558 with an
+    inner Ethernet header when teb), optionally with a key and/or the GRE checksum."""
     out = []
     for i in range(n):
-        gre = GRE(proto=0x0800)
+        inner = inner_tcp(i, mss=mss, family=inner_family)
+        if teb:
+            inner = Ether(dst=INNER_MAC_DST, src=INNER_MAC_SRC) / inner
+        gre = GRE(proto=0x6558 if teb else 0x0800 if inner_family == 4 else 0x86DD)
         if key is not None:
             gre.key_present = 1
             gre.key = key
         if csum:
             gre.chksum_present = 1
-        pkt = Ether(dst=OUTER_MAC_DST, src=OUTER_MAC_SRC) / _outer_ip(i, family, 47) / gre / inner_tcp(i, mss=mss)
+        pkt = Ether(dst=OUTER_MAC_DST, src=OUTER_MAC_SRC) / _outer_ip(i, family, 47) / gre / inner
         out.append(bytes(pkt))
     return out
 
