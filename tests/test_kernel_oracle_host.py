@@ -97,7 +97,8 @@ def test_endpoint_and_local_tcp_parsing():
     for bad, why in [("10.0.0.2", "not ADDRESS:PORT"), ("fd00::2:5201", "not ADDRESS:PORT"),
                      ("[10.0.0.2]:1", "brackets are for IPv6"), ("10.0.0.2:0", "outside 1..65535"),
                      ("10.0.0.2:x", "not a port"), ("0.0.0.0:80", "cannot be the address"),
-                     ("10.0.0.1:1>[fd00::2]:2", "must be IPv4 or both IPv6"), ("10.0.0.1:1>10.0.0.1:1", "two different"),
+                     ("10.0.0.1:1>[fd00::2]:2", "must be IPv4 or both IPv6"),
+                     ("10.0.0.1:1>10.0.0.1:1", "two different"),
                      ("bogus:80", "not an IP address")]:
         with pytest.raises(ValueError, match=why):
             parse_local_tcp(bad)
@@ -520,7 +521,8 @@ def test_sidecar_records_the_host_state(tmp_path):
 def test_deprecated_udp_gro_still_works(tmp_path):
     src = tmp_path / "in.pcap"
     ks.write_pcap(src, tf.udp_flow(10))
-    proc = cli("kernel", "--udp-gro", "fraglist", "--json", str(tmp_path / "o.json"), str(src), str(tmp_path / "o.pcap"))
+    proc = cli("kernel", "--udp-gro", "fraglist", "--json", str(tmp_path / "o.json"), str(src),
+               str(tmp_path / "o.pcap"))
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0 and "--udp-gro is deprecated" in err.decode()
     doc = json.loads((tmp_path / "o.json").read_text())

@@ -49,7 +49,8 @@ from .netns import UDP_GRO_MODES, KernelLacksFeature, check_environment, grotool
 
 __all__ = ["run_kernel_replay", "replay_frames", "kernel_replay", "KernelSession", "KernelReplayResult",
            "KernelRun", "DeliveredPacket", "DeliveredList", "BatchInfo", "UnreliableRun", "CSUM_MODES", "DEFAULT_CSUM",
-           "UDP_GRO_MODES", "HostState", "LocalTcp", "parse_local_tcp", "KernelLacksFeature", "check_environment", "grotool_namespaces", "remove_stale", "document",
+           "UDP_GRO_MODES", "HostState", "LocalTcp", "parse_local_tcp", "KernelLacksFeature", "check_environment",
+           "grotool_namespaces", "remove_stale", "document",
            "read_input", "SCHEMA", "parse", "fix_checksums", "to_ethernet", "frames"]
 
 SCHEMA = "grotool.kernel/1"

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 __all__ = ["Endpoint", "LocalTcp", "HostState", "parse_endpoint", "parse_local_tcp", "parse_port",
-           "UDP_GRO_LEGACY"]
+           "flows_to_local", "UDP_GRO_LEGACY"]
 
 # the old --udp-gro off|forward|fraglist, kept as a deprecated alias
 UDP_GRO_LEGACY = {"off": {}, "forward": {"udp_gro_forwarding": True}, "fraglist": {"rx_gro_list": True}}
@@ -151,10 +151,13 @@ class HostState:
                 "geneve_ports": list(self.geneve_ports), "local_tcp": [str(x) for x in self.local_tcp]}
 
 
-def flows_to_local(specs: Sequence[LocalTcp], flows: Iterable[Tuple[Endpoint, Endpoint]]) -> List[Tuple[Endpoint, Endpoint]]:
+Flow = Tuple[Endpoint, Endpoint]
+
+
+def flows_to_local(specs: Sequence[LocalTcp], flows: Iterable[Flow]) -> List[Flow]:
     """The (src, dst) TCP flows that end at a local socket: every `A:P>B:P` given,
     and every flow of ``flows`` (those seen in the capture) to a `B:P` given."""
-    out: List[Tuple[Endpoint, Endpoint]] = []
+    out: List[Flow] = []
     for lt in specs:
         if lt.src is not None and (lt.src, lt.dst) not in out:
             out.append((lt.src, lt.dst))

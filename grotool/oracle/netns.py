@@ -275,7 +275,7 @@ class VethNamespace:
             ok = ok and self.ns_exec("tc", "filter", "add", "dev", RX_DEV, "ingress", "bpf", "da", "bytecode",
                                      "1,6 0 0 2", check=False).returncode == 0
             self.drop_filter = ok
-        if (self.host.needs_sockets or self.host.vxlan_ports) and not self.drop_filter:
+        if (self.host.needs_sockets or self.host.vxlan_ports or self.host.geneve_ports) and not self.drop_filter:
             # with local sockets and tunnel devices the stack would process the replayed frames
             raise EnvironmentProblem("grotool kernel needs 'tc' (iproute2) with a working clsact ingress "
                                      "filter for the host options (sockets, tunnel devices)")
