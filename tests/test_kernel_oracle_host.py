@@ -113,6 +113,8 @@ def test_host_state_build_and_legacy_udp_gro():
     assert HostState.build(udp_gro="fraglist").legacy_udp_gro == "fraglist"
     with pytest.raises(ValueError, match="both a VXLAN and a GENEVE"):
         HostState.build(vxlan_ports=[6081], geneve_ports=[6081])
+    with pytest.raises(ValueError, match="both a --udp-gro-socket and a tunnel port"):
+        HostState.build(vxlan_ports=[4789], udp_gro_sockets=[4789])
     assert h.to_json() == {"udp_gro_forwarding": False, "rx_gro_list": False, "udp_gro_sockets": [53, 443],
                            "vxlan_ports": [4789], "geneve_ports": [], "local_tcp": ["10.0.0.2:80"]}
 

@@ -131,7 +131,11 @@ class HostState:
         both = set(vxlan) & set(geneve)
         if both:
             raise ValueError(f"port {min(both)} cannot be both a VXLAN and a GENEVE port")
-        return cls(bool(udp_gro_forwarding), bool(rx_gro_list), ports(udp_gro_sockets), vxlan, geneve,
+        sockets = ports(udp_gro_sockets)
+        taken = set(sockets) & (set(vxlan) | set(geneve))
+        if taken:
+            raise ValueError(f"port {min(taken)} cannot be both a --udp-gro-socket and a tunnel port")
+        return cls(bool(udp_gro_forwarding), bool(rx_gro_list), sockets, vxlan, geneve,
                    tuple(flows))
 
     @property
