@@ -246,6 +246,16 @@ def compare(path_a, path_b, require_order, sidecar_a, sidecar_b, no_sidecar, jso
     sys.exit(0 if result.identical else 1)
 
 
+def _local_tcp_values(ctx, param, values):
+    """--local-tcp values parsed (A:P>B:P or B:P); a bad one is a usage error (exit 2)."""
+    from ..oracle.hoststate import parse_local_tcp
+
+    try:
+        return tuple(parse_local_tcp(v) for v in values)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+
+
 @main.command()
 @click.argument("input_path", metavar="INPUT")
 @click.argument("output_path", metavar="OUTPUT", required=False)
@@ -256,23 +266,50 @@ def compare(path_a, path_b, require_order, sidecar_a, sidecar_b, no_sidecar, jso
                    "as replay's auto takes it as valid; other frames as they are, so bad ones stay bad; "
                    "fix: recompute every IPv4/TCP/UDP checksum; trust: TCP/UDP frames injected as "
                    "CHECKSUM_PARTIAL (vnet NEEDS_CSUM); verify: as they are.")
-@click.option("--udp-gro", type=click.Choice(["off", "forward", "fraglist"]), default="off", show_default=True,
-              help="rx-udp-gro-forwarding / rx-gro-list on the receiving veth.")
+@click.option("--udp-gro-forwarding", is_flag=True,
+              help="ethtool rx-udp-gro-forwarding on: UDP GRO for datagrams with no local socket.")
+@click.option("--rx-gro-list", is_flag=True,
+              help="ethtool rx-gro-list on: fraglist GRO for UDP without a UDP_GRO socket and for TCP flows "
+                   "with no local established socket.")
+@click.option("--udp-gro-socket", "udp_gro_sockets", type=click.IntRange(1, 65535), multiple=True, metavar="PORT",
+              help="A UDP socket with UDP_GRO on PORT (any address, IPv4 and IPv6). Repeatable.")
+@click.option("--vxlan-port", "vxlan_ports", type=click.IntRange(1, 65535), multiple=True, metavar="PORT",
+              help="A VXLAN device listening on PORT (e.g. 4789). Repeatable.")
+@click.option("--geneve-port", "geneve_ports", type=click.IntRange(1, 65535), multiple=True, metavar="PORT",
+              help="A GENEVE device listening on PORT; exit 4 on a kernel without GENEVE. Repeatable.")
+@click.option("--local-tcp", "local_tcp", multiple=True, metavar="A:P>B:P|B:P", callback=_local_tcp_values,
+              help="The TCP flow A:P>B:P (IPv6 in brackets) ends at a local established socket; B:P: every "
+                   "flow to B:P in the capture does. Decides TCP fraglist GRO. Repeatable.")
+@click.option("--udp-gro", type=click.Choice(["off", "forward", "fraglist"]), default=None, hidden=True,
+              help="Deprecated: forward = --udp-gro-forwarding, fraglist = --rx-gro-list.")
 @click.option("--batch", type=click.IntRange(1, 64), default=64, show_default=True,
               help="Frames per NAPI poll (at most the budget, 64).")
 @click.option("--max-seconds", type=click.FloatRange(1, 86400), default=300, show_default=True,
               help="Bound on the whole run.")
 @click.option("--quiet", "-q", is_flag=True)
 @user_errors
-def kernel(input_path, output_path, json_path, csum, udp_gro, batch, max_seconds, quiet):
+def kernel(input_path, output_path, json_path, csum, udp_gro_forwarding, rx_gro_list, udp_gro_sockets, vxlan_ports,
+           geneve_ports, local_tcp, udp_gro, batch, max_seconds, quiet):
     """Replay INPUT through the real kernel's GRO (veth in a private network
-    namespace; root) and write what it delivered to OUTPUT."""
-    from ..oracle import run_kernel_replay
+    namespace; root) and write what it delivered to OUTPUT.  The host options
+    create what they describe inside the namespace."""
+    from ..oracle import HostState, run_kernel_replay
 
-    run = run_kernel_replay(input_path, output_path, json_path, csum=csum, udp_gro=udp_gro, batch=batch,
+    if udp_gro is not None:
+        click.echo("grotool: warning: --udp-gro is deprecated: use --udp-gro-forwarding (forward) or "
+                   "--rx-gro-list (fraglist)", err=True)
+    try:
+        host = HostState.build(udp_gro_forwarding=udp_gro_forwarding, rx_gro_list=rx_gro_list,
+                               udp_gro_sockets=udp_gro_sockets, vxlan_ports=vxlan_ports,
+                               geneve_ports=geneve_ports, local_tcp=local_tcp, udp_gro=udp_gro)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    run = run_kernel_replay(input_path, output_path, json_path, csum=csum, host=host, batch=batch,
                             max_seconds=max_seconds)
     for w in run.warnings:
         click.echo(f"grotool: warning: {w}", err=True)
+    if not quiet and run.hint:
+        click.echo(f"grotool: hint: {run.hint}", err=True)
     if not quiet:
         frames = sum(b.frames for b in run.batches)
         supers = sum(1 for p in run.packets if p.segs > 1)

@@ -5,12 +5,17 @@ docstring of grotool.oracle.kernel for the batch protocol and --csum modes.
 
 Public API::
 
-    run_kernel_replay(input_path, output_path, json_path=None, *, csum="auto", udp_gro="off",
+    run_kernel_replay(input_path, output_path, json_path=None, *, csum="auto", host=HostState(),
                       batch=64, max_seconds=300, log=None) -> KernelReplayResult
-    replay_frames(frames, timestamps=None, *, csum, udp_gro, batch, max_seconds, log,
+    replay_frames(frames, timestamps=None, *, csum, host, batch, max_seconds, log,
                   require_reliable=True) -> list[DeliveredPacket]
     kernel_replay(frames, ...) -> KernelReplayResult          # same, without raising
-    KernelSession(udp_gro, max_seconds=...)                    # one namespace, many replays
+    KernelSession(host=HostState.build(...), max_seconds=...) # one namespace, many replays
+
+``host`` (grotool.oracle.hoststate.HostState) is the receiving host's state:
+rx-udp-gro-forwarding, rx-gro-list, UDP_GRO sockets, VXLAN/GENEVE ports and
+local established TCP flows; ``udp_gro="off|forward|fraglist"`` is the
+deprecated older form of the first two.
 
 Link types: Ethernet frames are injected as they are; raw IPv4/IPv6 (101,
 228, 229, 12, 14) and Linux cooked captures (SLL 113, SLL2 276) get a fixed
@@ -39,19 +44,21 @@ from .frames import fix_checksums, flow_json, parse, tcp_flag_string, to_etherne
 from .kernel import (BUDGET, CSUM_MODES, DEFAULT_CSUM, BatchInfo, DeliveredList, DeliveredPacket, KernelReplayResult,
                      KernelRun,
                      KernelSession, UnreliableRun, frame_problem, kernel_replay, replay_frames)
-from .netns import UDP_GRO_MODES, check_environment, grotool_namespaces, remove_stale
+from .hoststate import HostState, LocalTcp, parse_local_tcp
+from .netns import UDP_GRO_MODES, KernelLacksFeature, check_environment, grotool_namespaces, remove_stale
 
 __all__ = ["run_kernel_replay", "replay_frames", "kernel_replay", "KernelSession", "KernelReplayResult",
            "KernelRun", "DeliveredPacket", "DeliveredList", "BatchInfo", "UnreliableRun", "CSUM_MODES", "DEFAULT_CSUM",
-           "UDP_GRO_MODES", "check_environment", "grotool_namespaces", "remove_stale", "document",
+           "UDP_GRO_MODES", "HostState", "LocalTcp", "parse_local_tcp", "KernelLacksFeature", "check_environment",
+           "grotool_namespaces", "remove_stale", "document",
            "read_input", "SCHEMA", "parse", "fix_checksums", "to_ethernet", "frames"]
 
 SCHEMA = "grotool.kernel/1"
 OUTPUT_SNAPLEN = 262144
 
 
-def _packet_json(i: int, pkt: DeliveredPacket) -> dict:
-    p = parse(pkt.data)
+def _packet_json(i: int, pkt: DeliveredPacket, vxlan_ports=()) -> dict:
+    p = parse(pkt.data, vxlan_ports=vxlan_ports)
     return {
         "index": i, "ts_ns": pkt.ts, "len": len(pkt.data), "gso_type": list(pkt.gso_type),
         "gso_size": pkt.gso_size, "gso_segs": pkt.gso_segs, "csum": pkt.csum, "covers": list(pkt.covers),
@@ -60,13 +67,14 @@ def _packet_json(i: int, pkt: DeliveredPacket) -> dict:
         "payload": p.payload if p is not None else None,
         "flags": tcp_flag_string(p.flags) if p is not None and p.proto == frames.IPPROTO_TCP else None,
         "tcp_flags": p.flags if p is not None and p.proto == frames.IPPROTO_TCP else None,
-        "vnet": dict(pkt.vnet), "tp_status": pkt.tp_status,
+        "vnet": dict(pkt.vnet), "tp_status": pkt.tp_status, "fraglist": pkt.fraglist,
     }
 
 
 def document(result: KernelReplayResult, input_info: dict) -> dict:
     """The JSON sidecar of a run."""
     frames_in = sum(b.frames for b in result.batches)
+    vxlan_ports = tuple(result.settings.get("host", {}).get("vxlan_ports", ()))
     return {
         "schema": SCHEMA,
         "kernel": result.kernel,
@@ -78,13 +86,14 @@ def document(result: KernelReplayResult, input_info: dict) -> dict:
         "warnings": list(result.warnings),
         "summary": {"frames_in": frames_in, "packets_out": len(result.packets),
                     "super_packets": sum(1 for p in result.packets if p.gso_segs > 1),
+                    "fraglist_packets": sum(1 for p in result.packets if p.fraglist),
                     "segments_out": sum(p.gso_segs for p in result.packets),
                     "unmatched_packets": result.unmatched_packets, "uncovered_frames": result.uncovered_frames,
                     "batches": len(result.batches),
                     "replayed_batches": sum(1 for b in result.batches if b.attempts > 1)},
         "batches": [{"index": b.index, "first_frame": b.first_frame, "frames": b.frames, "attempts": b.attempts,
                      "send_us": b.send_us, "ok": b.ok, "packets": b.packets} for b in result.batches],
-        "packets": [_packet_json(i, p) for i, p in enumerate(result.packets)],
+        "packets": [_packet_json(i, p, vxlan_ports) for i, p in enumerate(result.packets)],
     }
 
 
@@ -120,15 +129,16 @@ def read_input(input_path: str):
 
 
 def run_kernel_replay(input_path: str, output_path: Optional[str], json_path: Optional[str] = None, *,
-                      csum: str = DEFAULT_CSUM, udp_gro: str = "off", batch: int = BUDGET,
-                      max_seconds: float = 300, log: Optional[Callable[[str], None]] = None) -> KernelReplayResult:
+                      csum: str = DEFAULT_CSUM, udp_gro: Optional[str] = None, host: Optional[HostState] = None,
+                      batch: int = BUDGET, max_seconds: float = 300,
+                      log: Optional[Callable[[str], None]] = None) -> KernelReplayResult:
     """Replay a capture file through the kernel's GRO; write the delivered pcap
     (``output_path``, ``-`` for stdout, None for none) and the JSON sidecar
     (``json_path``, ``-`` for stdout).  An unreliable run still writes both
     (``reliable`` false); the caller decides the exit code."""
     if csum not in CSUM_MODES:
         raise InputError(f"--csum must be one of {', '.join(CSUM_MODES)}")
-    if udp_gro not in UDP_GRO_MODES:
+    if udp_gro is not None and udp_gro not in UDP_GRO_MODES:
         raise InputError(f"--udp-gro must be one of {', '.join(UDP_GRO_MODES)}")
     if output_path == "-" and json_path == "-":
         raise InputError("OUTPUT and --json cannot both be standard output")
@@ -138,7 +148,7 @@ def run_kernel_replay(input_path: str, output_path: Optional[str], json_path: Op
     left = max_seconds - (time.monotonic() - started)       # the deadline covers reading the input too
     if left <= 0:
         raise EnvironmentProblem(f"kernel replay did not finish within {max_seconds:g} s (--max-seconds)")
-    result = kernel_replay(frame_list, stamps, csum=csum, udp_gro=udp_gro, batch=batch,
+    result = kernel_replay(frame_list, stamps, csum=csum, udp_gro=udp_gro, host=host, batch=batch,
                            max_seconds=left, log=log, reported_seconds=max_seconds)
     if output_path:
         with PcapWriter(output_path, LINKTYPE_ETHERNET, OUTPUT_SNAPLEN) as writer:

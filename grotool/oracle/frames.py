@@ -292,6 +292,7 @@ def map_batch(inputs: Sequence[bytes], delivered: Sequence[Tuple[bytes, int, boo
     flow, payloads concatenating to the packet's.  A non-GSO packet first
     looks for an input with exactly its bytes.  Inputs are taken in input
     order and each is used once.  An empty list means no match was found.
+    Through VXLAN (``vxlan_ports``) the inner flow and payload are followed.
     """
     ports = {"vxlan_ports": vxlan_ports, "geneve_ports": geneve_ports}
     parsed = [parse(f, **ports) for f in inputs]

@@ -50,6 +50,7 @@ go up alone:
 from __future__ import annotations
 
 import atexit
+import ipaddress
 import os
 import platform
 import select
@@ -64,6 +65,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from ..errors import EnvironmentProblem, InputError
 from . import frames as fr
 from .frames import fix_checksums, parse, to_ethernet  # re-exported: callers use kernel.parse
+from .hoststate import Endpoint, HostState, flows_to_local
 from .netns import MTU, RX_DEV, TX_DEV, VethNamespace
 
 __all__ = ["KernelSession", "KernelReplayResult", "KernelRun", "DeliveredPacket", "DeliveredList", "BatchInfo",
@@ -117,6 +119,7 @@ class DeliveredPacket:
     batch: int = 0
     vnet: Dict[str, int] = field(default_factory=dict)
     tp_status: int = 0
+    fraglist: bool = False          # a fraglist GRO packet (inferred: GSO with DATA_VALID, see _delivered)
 
     @property
     def segs(self) -> int:
@@ -150,6 +153,7 @@ class KernelReplayResult:
     unmatched_packets: int = 0      # delivered packets not traced back to input frames
     uncovered_frames: int = 0       # input frames found in no delivered packet
     link_counters: Dict[str, Dict[str, int]] = field(default_factory=dict)   # per veth end, deltas
+    hint: Optional[str] = None      # which host option the capture's traffic would call for
 
 
 class DeliveredList(list):
@@ -192,14 +196,16 @@ class _Abort(BaseException):
 _NO_VNET = VNET_HDR.pack(0, 0, 0, 0, 0, 0)
 
 
-def prepare_frame(frame: bytes, csum: str) -> Tuple[bytes, bytes]:
-    """(frame to inject, virtio_net_hdr or b"") under a --csum mode."""
+def prepare_frame(frame: bytes, csum: str, vxlan_ports=()) -> Tuple[bytes, bytes]:
+    """(frame to inject, virtio_net_hdr or b"") under a --csum mode.  Under trust
+    csum_start is the innermost transport header (through VXLAN on ``vxlan_ports``
+    too): every checksum before it counts as valid in GRO, the outer ones included."""
     if csum == "auto":
-        return fr.fix_seed_checksum(frame)[0], b""
+        return fr.fix_seed_checksum(frame, vxlan_ports=vxlan_ports)[0], b""
     if csum == "fix":
-        return fr.fix_checksums(frame), b""
+        return fr.fix_checksums(frame, vxlan_ports=vxlan_ports), b""
     if csum == "trust":
-        p = fr.parse(frame)
+        p = fr.parse(frame, vxlan_ports=vxlan_ports)
         if p is not None and p.l4_end >= p.payload_off and not (
                 p.proto == fr.IPPROTO_UDP and fr.l4_check_field(frame, p) == 0):
             return frame, VNET_HDR.pack(VNET_F_NEEDS_CSUM, 0, 0, 0, p.l4, p.check_at - p.l4)
@@ -214,7 +220,7 @@ class KernelSession:
     """A namespace with its sockets, reusable for many replays (the namespace
     setup costs about 0.1 s).  Use as a context manager::
 
-        with KernelSession(udp_gro="off") as ks:
+        with KernelSession(host=HostState.build(rx_gro_list=True)) as ks:
             result = ks.replay(frames)
 
     Inside the ``with``, SIGTERM and SIGHUP (and SIGALRM for the
@@ -222,10 +228,11 @@ class KernelSession:
     session lives in the main thread; the namespace is also removed at exit.
     """
 
-    def __init__(self, udp_gro: str = "off", *, max_seconds: float = 300,
+    def __init__(self, udp_gro: Optional[str] = None, *, host: Optional[HostState] = None, max_seconds: float = 300,
                  flush_timeout_ns: int = FLUSH_TIMEOUT_NS, log: Optional[Callable[[str], None]] = None,
                  reported_seconds: Optional[float] = None):
-        self.ns = VethNamespace(udp_gro=udp_gro, flush_timeout_ns=flush_timeout_ns, defer_hard_irqs=1)
+        self.ns = VethNamespace(udp_gro=udp_gro, flush_timeout_ns=flush_timeout_ns, defer_hard_irqs=1, host=host)
+        self.host = self.ns.host
         self.max_seconds = float(max_seconds)
         self.reported_seconds = float(reported_seconds if reported_seconds is not None else max_seconds)
         self.log = log
@@ -444,14 +451,14 @@ class KernelSession:
             frame, vnet, status = got
             if frame is None or self._is_control(frame):
                 continue
-            pkt = _delivered(frame, vnet, status, 1 if status & TP_STATUS_VLAN_VALID else 0)
+            pkt = _delivered(frame, vnet, status, 1 if status & TP_STATUS_VLAN_VALID else 0, self.host.vxlan_ports)
             packets.append(pkt)
             segs_seen += pkt.gso_segs
         return packets, segs_seen == expected
 
     def run_batch(self, chunk: Sequence[bytes], csum: str) -> Tuple[List[DeliveredPacket], List[bytes], int, float, bool]:
         """One NAPI poll's worth: (packets, injected frames, attempts, send µs, ok)."""
-        prepared = [prepare_frame(f, csum) for f in chunk]
+        prepared = [prepare_frame(f, csum, self.host.vxlan_ports) for f in chunk]
         injected = [f for f, _ in prepared]
         attempts = 0
         while True:
@@ -489,6 +496,8 @@ class KernelSession:
             timestamps = list(range(len(frames)))
         elif len(timestamps) != len(frames):
             raise ValueError("one timestamp per frame")
+        if self.host.local_tcp:
+            self.ns.add_local_tcp(flows_to_local(self.host.local_tcp, tcp_flows(frames, self.host.vxlan_ports)))
         links0 = self.ns.link_counters()
         self._socket_stats()
         warnings: List[str] = []
@@ -504,7 +513,7 @@ class KernelSession:
                                 f"{attempts} times" + ("" if ok else ", never cleanly: its result is unreliable"))
             elif not ok:
                 warnings.append(f"batch {b}: not every segment was accounted for")
-            mapping = fr.map_batch(injected, [(p.data, p.gso_segs, p.is_gso) for p in got])
+            mapping = fr.map_batch(injected, [(p.data, p.gso_segs, p.is_gso) for p in got], vxlan_ports=self.host.vxlan_ports)
             for pkt, covers in zip(got, mapping):
                 pkt.batch = b
                 pkt.covers = [start + i for i in covers]
@@ -546,22 +555,35 @@ class KernelSession:
                                   unmatched, uncovered, counters)
 
 
-def _gso_payload(frame: bytes, base: int, csum_start: int, flags: int, tags: int) -> Optional[int]:
-    """L4 payload bytes of a GSO packet: from the parsed headers, or else from the
-    vnet header's csum_start (the transport header, before any tag was reinserted)."""
-    p = fr.parse(frame)
-    if p is not None:
-        return p.payload
+def _gso_payload(frame: bytes, base: int, csum_start: int, flags: int, tags: int,
+                 vxlan_ports=()) -> Optional[int]:
+    """L4 payload bytes of a GSO packet.  With NEEDS_CSUM, csum_start is where the
+    kernel says the (inner, for a tunnel) transport header is, which holds for
+    every encapsulation; otherwise (fraglist packets) from the parsed headers."""
     if flags & VNET_F_NEEDS_CSUM and csum_start:
         l4 = csum_start + 4 * tags
         if base in (1, 4) and len(frame) >= l4 + 13:
             return max(0, len(frame) - l4 - (frame[l4 + 12] >> 4) * 4)
-        if base == 5:
+        if base == 5 and len(frame) >= l4 + 8:
             return max(0, len(frame) - l4 - 8)
-    return None
+    p = fr.parse(frame, vxlan_ports=vxlan_ports)
+    return p.payload if p is not None else None
 
 
-def _delivered(frame: bytes, vnet: tuple, status: int, tags: int = 0) -> DeliveredPacket:
+def _delivered(frame: bytes, vnet: tuple, status: int, tags: int = 0, vxlan_ports=()) -> DeliveredPacket:
+    """The captured packet with its virtio_net_hdr decoded.
+
+    virtio_net_hdr_from_skb reports only the base GSO type (tcpv4, tcpv6,
+    udp_l4, and ECN): not SKB_GSO_FRAGLIST, nor the tunnel bits (UDP_TUNNEL,
+    GRE, ...), so a VXLAN or GRE super-packet shows the inner tcpv4/tcpv6.  A
+    fraglist super-packet is recognised by its checksum state: normal GRO
+    completes with CHECKSUM_PARTIAL (NEEDS_CSUM, csum_start at the transport
+    header), fraglist GRO leaves it CHECKSUM_UNNECESSARY (DATA_VALID) and the
+    transport checksum as the first segment had it.  Frames injected as
+    CHECKSUM_PARTIAL (--csum trust) stay PARTIAL in fraglist too; there the
+    transport checksum tells: normal GRO always rewrites it to the pseudo-header
+    seed of the whole packet (tcp4/6_gro_complete, udp4/6_gro_complete), fraglist
+    never does."""
     flags, gso_type, hdr_len, gso_size, csum_start, csum_offset = vnet
     base = gso_type & ~VNET_GSO_ECN
     names: List[str] = []
@@ -570,7 +592,7 @@ def _delivered(frame: bytes, vnet: tuple, status: int, tags: int = 0) -> Deliver
         names.append(VNET_GSO_NAMES.get(base, f"virtio_gso_{base}"))
         if gso_type & VNET_GSO_ECN:
             names.append("tcp_ecn")
-        payload = _gso_payload(frame, base, csum_start, flags, tags)
+        payload = _gso_payload(frame, base, csum_start, flags, tags, vxlan_ports)
         if gso_size and payload is not None:
             segs = max(1, -(-payload // gso_size))
     else:
@@ -579,7 +601,68 @@ def _delivered(frame: bytes, vnet: tuple, status: int, tags: int = 0) -> Deliver
     return DeliveredPacket(frame, names, gso_size, segs, csum,
                            vnet={"flags": flags, "gso_type": gso_type, "hdr_len": hdr_len, "gso_size": gso_size,
                                  "csum_start": csum_start, "csum_offset": csum_offset},
-                           tp_status=status)
+                           tp_status=status, fraglist=bool(base) and _fraglist(frame, csum, vxlan_ports))
+
+
+def _fraglist(frame: bytes, csum: str, vxlan_ports=()) -> bool:
+    if csum == "valid":
+        return True
+    if csum != "partial":
+        return False
+    p = fr.parse(frame, vxlan_ports=vxlan_ports)
+    return p is not None and not fr.holds_seed(frame, p)
+
+
+VXLAN_PORT, GENEVE_PORT = 4789, 6081
+
+
+def host_hint(frames: Sequence[bytes], host: HostState) -> Optional[str]:
+    """One line naming the host options this capture's traffic would call for, or None:
+    UDP to the VXLAN/GENEVE ports without a device there, UDP flows of equal-size
+    datagrams with no UDP GRO path, TCP flows that --rx-gro-list makes fraglist."""
+    udp_sizes: Dict[tuple, Dict[int, int]] = {}
+    udp_ports = set()
+    tcp_seen = False
+    for f in frames:
+        p = fr.parse(f, vxlan_ports=host.vxlan_ports)
+        if p is None:
+            continue
+        if p.proto == fr.IPPROTO_TCP:
+            tcp_seen = tcp_seen or p.payload > 0
+        elif p.proto == fr.IPPROTO_UDP:
+            udp_ports.add(p.dport)
+            sizes = udp_sizes.setdefault(p.flow, {})
+            sizes[p.payload] = sizes.get(p.payload, 0) + 1
+    parts = []
+    if VXLAN_PORT in udp_ports and VXLAN_PORT not in host.vxlan_ports:
+        parts.append(f"UDP to port {VXLAN_PORT} (VXLAN: --vxlan-port {VXLAN_PORT})")
+    if GENEVE_PORT in udp_ports and GENEVE_PORT not in host.geneve_ports:
+        parts.append(f"UDP to port {GENEVE_PORT} (GENEVE: --geneve-port {GENEVE_PORT})")
+    tunnel_ports = {VXLAN_PORT, GENEVE_PORT} | set(host.vxlan_ports) | set(host.geneve_ports)
+    equal = sorted({flow[4] for flow, sizes in udp_sizes.items() if max(sizes.values()) > 1
+                    and flow[4] not in tunnel_ports and flow[4] not in host.udp_gro_sockets})
+    if equal and not (host.udp_gro_forwarding or host.rx_gro_list):
+        ports = ", ".join(str(x) for x in equal[:3]) + (", ..." if len(equal) > 3 else "")
+        parts.append(f"UDP flows of equal-size datagrams to port {ports} (--udp-gro-socket PORT, "
+                     f"--udp-gro-forwarding or --rx-gro-list)")
+    if host.rx_gro_list and tcp_seen and not host.local_tcp:
+        parts.append("TCP flows, fraglist under --rx-gro-list unless --local-tcp says they end locally")
+    return "this capture has " + "; ".join(parts) if parts else None
+
+
+def tcp_flows(frames: Sequence[bytes], vxlan_ports=()) -> List[Tuple[Endpoint, Endpoint]]:
+    """The (source, destination) endpoints of the TCP flows in the frames, in order of
+    first appearance; for a tunnelled flow the inner ones (what the kernel's
+    established-socket lookup in tcp4/6_check_fraglist_gro uses)."""
+    seen: Dict[tuple, None] = {}
+    for f in frames:
+        p = fr.parse(f, vxlan_ports=vxlan_ports)
+        if p is not None and p.proto == fr.IPPROTO_TCP and p.sport and p.dport:
+            key = (p.src, p.sport, p.dst, p.dport)
+            if key not in seen:
+                seen[key] = None
+    return [(Endpoint(str(ipaddress.ip_address(s)), sp), Endpoint(str(ipaddress.ip_address(d)), dp))
+            for s, sp, d, dp in seen]
 
 
 def frame_problem(frame: bytes) -> Optional[str]:
@@ -603,18 +686,23 @@ def check_frame(frame: bytes, index: int) -> None:
 # one-shot entry points
 # -----------------------------------------------------------------------------
 def kernel_replay(frames: Sequence[bytes], timestamps: Optional[Sequence[int]] = None, *,
-                  csum: str = DEFAULT_CSUM, udp_gro: str = "off", batch: int = BUDGET, max_seconds: float = 300,
-                  log: Optional[Callable[[str], None]] = None,
+                  csum: str = DEFAULT_CSUM, udp_gro: Optional[str] = None, host: Optional[HostState] = None,
+                  batch: int = BUDGET, max_seconds: float = 300, log: Optional[Callable[[str], None]] = None,
                   reported_seconds: Optional[float] = None) -> KernelReplayResult:
-    """Replay Ethernet frames through the kernel in a fresh namespace; the full result."""
+    """Replay Ethernet frames through the kernel in a fresh namespace set up as
+    ``host`` says (``udp_gro`` is the deprecated off|forward|fraglist); the full result."""
     for i, f in enumerate(frames):
         check_frame(f, i)
-    with KernelSession(udp_gro, max_seconds=max_seconds, log=log, reported_seconds=reported_seconds) as ks:
-        return ks.replay(frames, timestamps, csum=csum, batch=batch)
+    with KernelSession(udp_gro, host=host, max_seconds=max_seconds, log=log,
+                       reported_seconds=reported_seconds) as ks:
+        result = ks.replay(frames, timestamps, csum=csum, batch=batch)
+        result.hint = host_hint(frames, ks.host)
+        return result
 
 
 def replay_frames(frames: Sequence[bytes], timestamps: Optional[Sequence[int]] = None, *,
-                  csum: str = DEFAULT_CSUM, udp_gro: str = "off", batch: int = BUDGET, max_seconds: float = 300,
+                  csum: str = DEFAULT_CSUM, udp_gro: Optional[str] = None, host: Optional[HostState] = None,
+                  batch: int = BUDGET, max_seconds: float = 300,
                   log: Optional[Callable[[str], None]] = None, require_reliable: bool = False) -> DeliveredList:
     """Replay in-memory Ethernet frames in a fresh namespace; the delivered
     packets in delivery order (a list that also has ``reliable``, ``batches``,
@@ -623,7 +711,7 @@ def replay_frames(frames: Sequence[bytes], timestamps: Optional[Sequence[int]] =
     With ``require_reliable=True``, raises UnreliableRun (exit 4) when the kernel
     dropped frames or a batch never went through cleanly.
     """
-    result = kernel_replay(frames, timestamps, csum=csum, udp_gro=udp_gro, batch=batch,
+    result = kernel_replay(frames, timestamps, csum=csum, udp_gro=udp_gro, host=host, batch=batch,
                            max_seconds=max_seconds, log=log)
     if require_reliable and not result.reliable:
         raise UnreliableRun("kernel replay unreliable: " + "; ".join(result.warnings))

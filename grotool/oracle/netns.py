@@ -2,8 +2,12 @@
 GRO of the receiving end can be driven deterministically
 (shared/spec/kernel-oracle.md, section 2).
 
-Nothing is created outside the namespace, and no address, route or socket
-exists inside it apart from the oracle's own AF_PACKET sockets.  The name
+Nothing is created outside the namespace.  Inside it, apart from the oracle's
+own AF_PACKET sockets, only what the host options ask for exists (a
+HostState, grotool.oracle.hoststate): VXLAN/GENEVE devices with no remote and
+no address, UDP sockets with UDP_GRO on the wildcard address, and established
+TCP sockets (TCP_REPAIR, addresses on the namespace's loopback).  They are closed before the
+namespace is deleted (an open socket would keep a deleted namespace alive).  The name
 carries the creating process's pid (``grotool-o<pid>-<random>``): a run killed
 with SIGKILL leaves a namespace that the next run recognises as stale (its
 process is gone, or the pid now belongs to a younger process) and removes.
@@ -16,16 +20,21 @@ namespace with setns(2) on the calling thread only, and switch back at once.
 from __future__ import annotations
 
 import ctypes
+import errno
+import ipaddress
 import os
+import resource
+import socket
 import re
 import secrets
 import shutil
 import subprocess
 import threading
 import time
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Optional, Set, Tuple
 
-from ..errors import EnvironmentProblem
+from ..errors import EnvironmentProblem, InputError
+from .hoststate import Endpoint, HostState
 
 PREFIX = "grotool-o"
 NAME_RE = re.compile(r"^grotool-o(\d+)-[0-9a-f]+$")
@@ -41,7 +50,16 @@ _active: Set[str] = set()          # namespaces this process currently uses
 _active_lock = threading.Lock()
 
 
-def kernel_config(options=("CONFIG_VLAN_8021Q", "CONFIG_HZ", "CONFIG_MAX_SKB_FRAGS")) -> Dict[str, str]:
+CONFIG_OPTIONS = ("CONFIG_VLAN_8021Q", "CONFIG_HZ", "CONFIG_MAX_SKB_FRAGS", "CONFIG_VXLAN", "CONFIG_GENEVE",
+                  "CONFIG_NET_FOU", "CONFIG_NET_IPGRE_DEMUX", "CONFIG_NET_IPGRE", "CONFIG_IPV6_GRE",
+                  "CONFIG_NET_UDP_TUNNEL", "CONFIG_IPV6")
+SOL_UDP = 17
+UDP_GRO = 104                      # setsockopt(SOL_UDP, UDP_GRO): the socket takes UDP GSO packets
+TCP_REPAIR = 19                    # a TCP socket connected without a handshake (CAP_NET_ADMIN)
+MAX_LOCAL_TCP = 4096               # established connections one run may create
+
+
+def kernel_config(options=CONFIG_OPTIONS) -> Dict[str, str]:
     """Build options that change GRO decisions, from /proc/config.gz when the kernel
     exposes it ("n" for an option that is not set); {} when it does not."""
     import gzip
@@ -175,20 +193,38 @@ def parse_features(text: str) -> Dict[str, str]:
     return out
 
 
+class KernelLacksFeature(EnvironmentProblem):
+    """The running kernel cannot do what a host option asks (e.g. no GENEVE): exit 4."""
+
+
 class VethNamespace:
     """The namespace exists between create() and remove() (or inside ``with``)."""
 
-    def __init__(self, udp_gro: str = "off", flush_timeout_ns: int = 5_000_000, defer_hard_irqs: int = 1):
-        if udp_gro not in UDP_GRO_MODES:
+    def __init__(self, udp_gro: Optional[str] = None, flush_timeout_ns: int = 5_000_000, defer_hard_irqs: int = 1,
+                 *, host: Optional[HostState] = None):
+        if udp_gro is not None and udp_gro not in UDP_GRO_MODES:
             raise ValueError(f"udp_gro must be one of {UDP_GRO_MODES}")
+        if host is None:
+            host = HostState.build(udp_gro=udp_gro or "off")
+        elif udp_gro not in (None, "off"):
+            host = HostState.build(udp_gro=udp_gro, udp_gro_forwarding=host.udp_gro_forwarding,
+                                   rx_gro_list=host.rx_gro_list, udp_gro_sockets=host.udp_gro_sockets,
+                                   vxlan_ports=host.vxlan_ports, geneve_ports=host.geneve_ports,
+                                   local_tcp=host.local_tcp)
         self.name = f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
-        self.udp_gro = udp_gro
+        self.host = host
+        self.udp_gro = host.legacy_udp_gro
         self.flush_timeout_ns = int(flush_timeout_ns)
         self.defer_hard_irqs = int(defer_hard_irqs)
         self.created = False
         self.drop_filter = False
         self.features: Dict[str, Dict[str, str]] = {}
         self.removed_stale: List[str] = []
+        self.tunnels: List[dict] = []                   # VXLAN/GENEVE devices made, as read back
+        self.udp_sockets: List[socket.socket] = []
+        self.tcp_sockets: List[socket.socket] = []
+        self.local_flows: List[Tuple[Endpoint, Endpoint]] = []   # flows given a local established socket
+        self._lo_addrs: Set[str] = set()
 
     # -- setup ------------------------------------------------------------------
     def create(self) -> "VethNamespace":
@@ -226,20 +262,154 @@ class VethNamespace:
         # veth only takes the NAPI/GRO path for skbs from a peer without TSO
         self.ns_exec("ethtool", "-K", TX_DEV, "tso", "off", "gso", "off")
         self.ns_exec("ethtool", "-K", RX_DEV, "gro", "on", "lro", "off",
-                     "rx-udp-gro-forwarding", "on" if self.udp_gro == "forward" else "off",
-                     "rx-gro-list", "on" if self.udp_gro == "fraglist" else "off")
+                     "rx-udp-gro-forwarding", "on" if self.host.udp_gro_forwarding else "off",
+                     "rx-gro-list", "on" if self.host.rx_gro_list else "off")
         self._sh(f"echo {self.flush_timeout_ns} > /sys/class/net/{RX_DEV}/gro_flush_timeout && "
                  f"echo {self.defer_hard_irqs} > /sys/class/net/{RX_DEV}/napi_defer_hard_irqs")
         _run(["ip", "-n", self.name, "-batch", "-"],
              input=f"link set dev {RX_DEV} up\nlink set dev {TX_DEV} up\n")
-        # best effort: drop everything at tc ingress, which runs after the packet taps,
-        # so that no frame reaches the IP stack
+        # best effort: drop everything at tc ingress, which runs after GRO and the packet
+        # taps, so that no frame reaches the IP stack
         if shutil.which("tc"):
             ok = self.ns_exec("tc", "qdisc", "add", "dev", RX_DEV, "clsact", check=False).returncode == 0
             ok = ok and self.ns_exec("tc", "filter", "add", "dev", RX_DEV, "ingress", "bpf", "da", "bytecode",
                                      "1,6 0 0 2", check=False).returncode == 0
             self.drop_filter = ok
+        if (self.host.needs_sockets or self.host.vxlan_ports or self.host.geneve_ports) and not self.drop_filter:
+            # with local sockets and tunnel devices the stack would process the replayed frames
+            raise EnvironmentProblem("grotool kernel needs 'tc' (iproute2) with a working clsact ingress "
+                                     "filter for the host options (sockets, tunnel devices)")
+        self._make_tunnels()
         self._verify()
+        self._open_udp_sockets()
+
+    def _make_tunnels(self) -> None:
+        """A VXLAN/GENEVE device per port, external (collect-metadata) mode: no remote,
+        no address, no FDB; bringing it up opens its UDP sockets on the wildcard
+        address (IPv4 and IPv6), whose gro_receive is the tunnel's."""
+        for kind, ports in (("geneve", self.host.geneve_ports), ("vxlan", self.host.vxlan_ports)):
+            for port in ports:
+                dev = f"g{kind[:2]}{port}"
+                proc = _run(["ip", "-n", self.name, "link", "add", dev, "type", kind, "external",
+                             "dstport", str(port)], check=False)
+                if proc.returncode != 0:
+                    err = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+                    why = err[0] if err else f"exit {proc.returncode}"
+                    if kind == "geneve":
+                        cfg = kernel_config(("CONFIG_GENEVE",)).get("CONFIG_GENEVE")
+                        raise KernelLacksFeature(
+                            f"this kernel ({os.uname().release}) has no GENEVE support"
+                            + (" (CONFIG_GENEVE is not set)" if cfg == "n" else "")
+                            + f": 'ip link add type geneve' failed ({why}); --geneve-port needs it "
+                              "(grotool replay models GENEVE from the kernel source)")
+                    raise KernelLacksFeature(f"cannot create a VXLAN device for port {port} ({why})")
+                self.ns_exec("ip", "link", "set", dev, "up")
+                details = self.ns_exec("ip", "-d", "-o", "link", "show", dev, check=False).stdout.strip()
+                self.tunnels.append({"kind": kind, "dev": dev, "dstport": port, "external": True,
+                                     "up": ",UP" in details or "<UP" in details})
+                if not self.tunnels[-1]["up"]:
+                    raise EnvironmentProblem(f"the {kind} device for port {port} did not come up")
+
+    def _in_ns(self, family: int, kind: int) -> socket.socket:
+        back = self.enter()
+        try:
+            return socket.socket(family, kind)
+        finally:
+            self.leave(back)
+
+    def _open_udp_sockets(self) -> None:
+        """One IPv4 and one IPv6-only UDP socket per --udp-gro-socket port, bound to the
+        wildcard address, with UDP_GRO set (which also turns on the socket lookup in
+        udp4/6_gro_receive: udp_encap_needed_key)."""
+        for port in self.host.udp_gro_sockets:
+            for family, addr in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
+                s = self._in_ns(family, socket.SOCK_DGRAM)
+                self.udp_sockets.append(s)
+                try:
+                    if family == socket.AF_INET6:
+                        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                    s.setsockopt(SOL_UDP, UDP_GRO, 1)
+                    s.bind((addr, port))
+                except OSError as exc:
+                    raise EnvironmentProblem(f"cannot open a UDP_GRO socket on port {port} "
+                                             f"({'IPv6' if family == socket.AF_INET6 else 'IPv4'}): "
+                                             f"{exc.strerror}") from None
+
+    def add_local_tcp(self, flows) -> None:
+        """An established TCP socket for each (src, dst) flow not yet covered, made with
+        TCP_REPAIR: bound to dst, connected to src, it enters ESTABLISHED at once
+        without a handshake (and leaves without a FIN or a reset).  It is what
+        tcp4/6_check_fraglist_gro finds for frames src -> dst, and nothing else
+        exists: no listener, and no client socket that would make the reverse
+        direction local too.  Both addresses go on the namespace's loopback (the
+        bind needs a local address, the connect a route)."""
+        todo = [(a, b) for a, b in flows if (a, b) not in self.local_flows]
+        if not todo:
+            return
+        if len(self.local_flows) + len(todo) > MAX_LOCAL_TCP:
+            raise InputError(f"--local-tcp would need {len(self.local_flows) + len(todo)} established "
+                             f"sockets, more than {MAX_LOCAL_TCP}")
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = len(self.local_flows) + len(todo) + 256
+        if soft < want:
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, hard), hard))
+            except (ValueError, OSError):
+                pass
+        self._loopback_addresses({e for flow in todo for e in flow})
+        for src, dst in todo:
+            self._established(src, dst)
+            self.local_flows.append((src, dst))
+
+    def _loopback_addresses(self, endpoints) -> None:
+        lines = []
+        if not self._lo_addrs:
+            lines.append("link set dev lo up")
+        six = [e for e in endpoints if e.family == 6 and e.addr not in self._lo_addrs]
+        if six and not any(":" in a for a in self._lo_addrs):
+            # IPv6 was switched off for every device; lo alone gets it back (it sends nothing)
+            self._sh("echo 0 > /proc/sys/net/ipv6/conf/lo/disable_ipv6")
+        for e in sorted(endpoints):
+            if e.addr in self._lo_addrs:
+                continue
+            if e.family == 4:
+                lines.append(f"addr add {e.addr}/32 dev lo")
+            else:
+                lines.append(f"addr add {e.addr}/128 dev lo nodad")
+            self._lo_addrs.add(e.addr)
+        if lines:
+            _run(["ip", "-n", self.name, "-batch", "-"], input="\n".join(lines) + "\n")
+
+    def _established(self, src: Endpoint, dst: Endpoint) -> None:
+        family = socket.AF_INET if src.family == 4 else socket.AF_INET6
+        # a new IPv6 address (and its local route) becomes usable from a workqueue,
+        # even with nodad: retry while the kernel still says it is not there
+        deadline = time.monotonic() + 3.0
+        while True:
+            sock = self._in_ns(family, socket.SOCK_STREAM)
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, TCP_REPAIR, 1)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind((dst.addr, dst.port))
+                sock.connect((src.addr, src.port))
+                self.tcp_sockets.append(sock)
+                return
+            except OSError as exc:
+                sock.close()
+                not_yet = exc.errno in (errno.EADDRNOTAVAIL, errno.ENETUNREACH, errno.EHOSTUNREACH)
+                if not_yet and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                    continue
+                raise EnvironmentProblem(f"cannot make an established TCP socket for {src}>{dst} "
+                                         f"(TCP_REPAIR): {exc.strerror or exc}") from None
+
+    def close_sockets(self) -> None:
+        for s in self.udp_sockets + self.tcp_sockets:
+            try:
+                s.close()
+            except OSError:
+                pass
+        self.udp_sockets, self.tcp_sockets = [], []
 
     def _verify(self) -> None:
         """Read the settings back: a kernel that refused one makes the oracle meaningless."""
@@ -247,9 +417,11 @@ class VethNamespace:
             self.features[dev] = parse_features(self.ns_exec("ethtool", "-k", dev).stdout)
         rx, tx = self.features[RX_DEV], self.features[TX_DEV]
         want = {"generic-receive-offload": "on", "large-receive-offload": "off",
-                "rx-udp-gro-forwarding": "on" if self.udp_gro == "forward" else "off",
-                "rx-gro-list": "on" if self.udp_gro == "fraglist" else "off"}
+                "rx-udp-gro-forwarding": "on" if self.host.udp_gro_forwarding else "off",
+                "rx-gro-list": "on" if self.host.rx_gro_list else "off"}
         for feature, value in want.items():
+            if feature not in rx and value == "on":
+                raise EnvironmentProblem(f"this kernel's veth has no {feature} feature")
             if feature in rx and rx[feature] != value:
                 raise EnvironmentProblem(f"could not set {feature} {value} on the receiving veth")
         if tx.get("tcp-segmentation-offload", "off") != "off":
@@ -300,9 +472,23 @@ class VethNamespace:
         tx = self.features.get(TX_DEV, {})
         pick = ("generic-receive-offload", "large-receive-offload", "rx-udp-gro-forwarding", "rx-gro-list",
                 "rx-checksumming", "rx-vlan-offload")
+
+        def sock_json(s: socket.socket) -> dict:
+            try:
+                local = s.getsockname()
+                return {"family": 6 if s.family == socket.AF_INET6 else 4, "local": f"{local[0]}:{local[1]}"}
+            except OSError:
+                return {}
+
         return {"netns": self.name, "tx_dev": TX_DEV, "rx_dev": RX_DEV, "mtu": MTU,
                 "gro_flush_timeout_ns": self.flush_timeout_ns, "napi_defer_hard_irqs": self.defer_hard_irqs,
                 "udp_gro": self.udp_gro, "ingress_drop_filter": self.drop_filter,
+                "host": self.host.to_json(),
+                "host_realised": {
+                    "tunnels": [dict(t) for t in self.tunnels],
+                    "udp_gro_sockets": [sock_json(s) for s in self.udp_sockets],
+                    "local_tcp_flows": [f"{a}>{b}" for a, b in self.local_flows],
+                    "loopback_addresses": sorted(self._lo_addrs)},
                 "kernel_config": kernel_config(),
                 "rx_features": {k: rx[k] for k in pick if k in rx},
                 "tx_features": {k: tx[k] for k in ("tcp-segmentation-offload", "generic-segmentation-offload",
@@ -310,6 +496,7 @@ class VethNamespace:
 
     # -- teardown -----------------------------------------------------------------------
     def remove(self) -> None:
+        self.close_sockets()                  # an open socket keeps a deleted namespace alive
         if not self.created:
             return
         for attempt in range(3):

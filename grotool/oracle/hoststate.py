@@ -1,0 +1,173 @@
+"""The receiving host's state that a capture cannot show, as the user states it
+(`--udp-gro-forwarding`, `--rx-gro-list`, `--udp-gro-socket`, `--vxlan-port`,
+`--geneve-port`, `--local-tcp`).  Pure data and parsing, no privileges: the
+oracle realises it in its namespace (grotool.oracle.netns), the simulation can
+read the same object.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from typing import Iterable, List, Optional, Sequence, Tuple
+
+__all__ = ["Endpoint", "LocalTcp", "HostState", "parse_endpoint", "parse_local_tcp", "parse_port",
+           "flows_to_local", "UDP_GRO_LEGACY"]
+
+# the old --udp-gro off|forward|fraglist, kept as a deprecated alias
+UDP_GRO_LEGACY = {"off": {}, "forward": {"udp_gro_forwarding": True}, "fraglist": {"rx_gro_list": True}}
+
+
+@dataclass(frozen=True, order=True)
+class Endpoint:
+    addr: str                  # canonical text form (ipaddress)
+    port: int
+
+    @property
+    def family(self) -> int:
+        return 6 if ":" in self.addr else 4
+
+    def packed(self) -> bytes:
+        return ipaddress.ip_address(self.addr).packed
+
+    def __str__(self) -> str:
+        return f"[{self.addr}]:{self.port}" if self.family == 6 else f"{self.addr}:{self.port}"
+
+
+@dataclass(frozen=True)
+class LocalTcp:
+    """`A:P>B:P` (src set): that one flow ends at a local established socket;
+    `B:P` (src None): every TCP flow to B:P does."""
+
+    dst: Endpoint
+    src: Optional[Endpoint] = None
+
+    def __str__(self) -> str:
+        return f"{self.src}>{self.dst}" if self.src else str(self.dst)
+
+    def matches(self, src: Endpoint, dst: Endpoint) -> bool:
+        return dst == self.dst and (self.src is None or self.src == src)
+
+
+def parse_port(text) -> int:
+    try:
+        port = int(str(text), 10)
+    except ValueError:
+        raise ValueError(f"'{text}' is not a port number") from None
+    if not 1 <= port <= 65535:
+        raise ValueError(f"port {port} is outside 1..65535")
+    return port
+
+
+def parse_endpoint(text: str) -> Endpoint:
+    """`10.0.0.2:5201` or `[fd00::2]:5201`."""
+    text = text.strip()
+    if text.startswith("["):
+        addr, sep, rest = text[1:].partition("]")
+        if not sep or not rest.startswith(":"):
+            raise ValueError(f"'{text}': an IPv6 endpoint is written [ADDRESS]:PORT")
+        port = rest[1:]
+    else:
+        addr, sep, port = text.rpartition(":")
+        if not sep or ":" in addr:
+            raise ValueError(f"'{text}' is not ADDRESS:PORT (IPv6 in brackets: [fd00::2]:5201)")
+    try:
+        ip = ipaddress.ip_address(addr)
+    except ValueError:
+        raise ValueError(f"'{addr}' is not an IP address") from None
+    if text.startswith("[") and ip.version != 6:
+        raise ValueError(f"'{text}': brackets are for IPv6 addresses")
+    if ip.is_unspecified or ip.is_multicast:
+        raise ValueError(f"'{addr}' cannot be the address of an established TCP socket")
+    return Endpoint(str(ip), parse_port(port))
+
+
+def parse_local_tcp(text: str) -> LocalTcp:
+    """`A:P>B:P` or `B:P`."""
+    src, sep, dst = text.partition(">")
+    if not sep:
+        return LocalTcp(parse_endpoint(text))
+    a, b = parse_endpoint(src), parse_endpoint(dst)
+    if a.family != b.family:
+        raise ValueError(f"'{text}': both ends must be IPv4 or both IPv6")
+    if a == b:
+        raise ValueError(f"'{text}': a TCP connection needs two different endpoints")
+    return LocalTcp(b, a)
+
+
+@dataclass(frozen=True)
+class HostState:
+    """What the receiving host had configured; the default is a plain host."""
+
+    udp_gro_forwarding: bool = False                 # ethtool rx-udp-gro-forwarding (NETIF_F_GRO_UDP_FWD)
+    rx_gro_list: bool = False                        # ethtool rx-gro-list (NETIF_F_GRO_FRAGLIST)
+    udp_gro_sockets: Tuple[int, ...] = ()            # UDP sockets with UDP_GRO on these ports
+    vxlan_ports: Tuple[int, ...] = ()                # VXLAN devices listening on these ports
+    geneve_ports: Tuple[int, ...] = ()               # GENEVE devices listening on these ports
+    local_tcp: Tuple[LocalTcp, ...] = field(default=())
+
+    @classmethod
+    def build(cls, *, udp_gro_forwarding: bool = False, rx_gro_list: bool = False,
+              udp_gro_sockets: Iterable = (), vxlan_ports: Iterable = (), geneve_ports: Iterable = (),
+              local_tcp: Iterable = (), udp_gro: Optional[str] = None) -> "HostState":
+        """From option values (ports as int or text, local_tcp as LocalTcp or text);
+        ``udp_gro`` is the deprecated off|forward|fraglist.  ValueError on bad values."""
+        if udp_gro is not None:
+            if udp_gro not in UDP_GRO_LEGACY:
+                raise ValueError(f"udp_gro must be one of {', '.join(UDP_GRO_LEGACY)}")
+            legacy = UDP_GRO_LEGACY[udp_gro]
+            udp_gro_forwarding = udp_gro_forwarding or legacy.get("udp_gro_forwarding", False)
+            rx_gro_list = rx_gro_list or legacy.get("rx_gro_list", False)
+
+        def ports(values) -> Tuple[int, ...]:
+            return tuple(sorted({parse_port(v) for v in values}))
+
+        flows: List[LocalTcp] = []
+        for item in local_tcp:
+            lt = item if isinstance(item, LocalTcp) else parse_local_tcp(str(item))
+            if lt not in flows:
+                flows.append(lt)
+        vxlan, geneve = ports(vxlan_ports), ports(geneve_ports)
+        both = set(vxlan) & set(geneve)
+        if both:
+            raise ValueError(f"port {min(both)} cannot be both a VXLAN and a GENEVE port")
+        sockets = ports(udp_gro_sockets)
+        taken = set(sockets) & (set(vxlan) | set(geneve))
+        if taken:
+            raise ValueError(f"port {min(taken)} cannot be both a --udp-gro-socket and a tunnel port")
+        return cls(bool(udp_gro_forwarding), bool(rx_gro_list), sockets, vxlan, geneve,
+                   tuple(flows))
+
+    @property
+    def legacy_udp_gro(self) -> str:
+        """The old --udp-gro name of the ethtool part (for older readers of the sidecar)."""
+        if self.rx_gro_list:
+            return "fraglist"
+        return "forward" if self.udp_gro_forwarding else "off"
+
+    @property
+    def needs_sockets(self) -> bool:
+        return bool(self.udp_gro_sockets or self.local_tcp)
+
+    def to_json(self) -> dict:
+        return {"udp_gro_forwarding": self.udp_gro_forwarding, "rx_gro_list": self.rx_gro_list,
+                "udp_gro_sockets": list(self.udp_gro_sockets), "vxlan_ports": list(self.vxlan_ports),
+                "geneve_ports": list(self.geneve_ports), "local_tcp": [str(x) for x in self.local_tcp]}
+
+
+Flow = Tuple[Endpoint, Endpoint]
+
+
+def flows_to_local(specs: Sequence[LocalTcp], flows: Iterable[Flow]) -> List[Flow]:
+    """The (src, dst) TCP flows that end at a local socket: every `A:P>B:P` given,
+    and every flow of ``flows`` (those seen in the capture) to a `B:P` given."""
+    out: List[Flow] = []
+    for lt in specs:
+        if lt.src is not None and (lt.src, lt.dst) not in out:
+            out.append((lt.src, lt.dst))
+    wild = [lt for lt in specs if lt.src is None]
+    if wild:
+        for src, dst in flows:
+            if src != dst and any(lt.matches(src, dst) for lt in wild) and (src, dst) not in out:
+                out.append((src, dst))
+    return out
