@@ -75,7 +75,7 @@ def expected_super(frames, l4check: str):
 def vxlan_merged(frames):
     """IPv4-outer VXLAN frames merged as GRO does: the first frame's headers, outer IP,
     outer UDP and inner IP lengths rewritten, the inner payloads in order."""
-    p = fr.parse(frames[0], (4789,))
+    p = fr.parse(frames[0], vxlan_ports=(4789,))
     merged = bytearray(frames[0][:p.payload_off] + b"".join(f[p.payload_off:] for f in frames))
     struct.pack_into("!H", merged, 16, len(merged) - 14)
     struct.pack_into("!H", merged, 38, len(merged) - 34)
@@ -138,12 +138,12 @@ def test_port_form_takes_every_flow_to_that_port_in_the_capture():
 def test_parse_and_map_through_vxlan_only_on_its_port():
     frames = tf.vxlan_tcp_flow(3)
     assert fr.parse(frames[0]).dport == 4789
-    p = fr.parse(frames[0], (4789,))
+    p = fr.parse(frames[0], vxlan_ports=(4789,))
     assert (p.proto, p.sport, p.dport, p.payload, p.seq) == (6, 33000, 5201, 1400, 1000)
     assert p.outer == ((bytes([192, 168, 50, 1]), bytes([192, 168, 50, 2]), 17),)
-    assert fr.parse(frames[0], (8472,)).dport == 4789
+    assert fr.parse(frames[0], vxlan_ports=(8472,)).dport == 4789
     merged = vxlan_merged(frames)
-    assert fr.map_batch(frames, [(merged, 3, True)], (4789,)) == [[0, 1, 2]]
+    assert fr.map_batch(frames, [(merged, 3, True)], vxlan_ports=(4789,)) == [[0, 1, 2]]
     assert fr.map_batch(frames, [(merged, 3, True)]) == [[]]
 
 
@@ -153,7 +153,7 @@ def test_vnet_header_decoding_fraglist_and_tunnel_segments():
     # normal GRO through VXLAN: NEEDS_CSUM, csum_start at the inner TCP header (84), the
     # inner TCP checksum the pseudo-header seed of the whole inner segment
     seeded = bytearray(merged)
-    p = fr.parse(merged, (4789,))
+    p = fr.parse(merged, vxlan_ports=(4789,))
     struct.pack_into("!H", seeded, p.check_at, ks.seed_value(p.src, p.dst, 6, len(merged) - p.l4))
     pkt = _delivered(bytes(seeded), (1, 1, 1504, 1400, 84, 16), 0, 0, (4789,))
     assert (pkt.gso_type, pkt.gso_segs, pkt.csum, pkt.fraglist) == (["tcpv4"], 4, "partial", False)
@@ -424,7 +424,7 @@ def test_vxlan_device_merges_inner_tcp():
                 assert udp_check == ks.seed_value(src, dst, 17, udp_len)
             else:
                 assert udp_check == 0
-            p = fr.parse(pkt.data, (4789,))
+            p = fr.parse(pkt.data, vxlan_ports=(4789,))
             assert pkt.data[p.payload_off:] == b"".join(f[p.payload_off:] for f in frames)
             assert struct.unpack_from("!H", pkt.data, p.l3 + 2)[0] == len(pkt.data) - p.l3
         # IPv6 outer with a zero UDP checksum, inner IPv6
@@ -442,7 +442,7 @@ def test_vxlan_device_merges_inner_tcp():
         bad = []
         for f in tf.vxlan_tcp_flow(5):
             b = bytearray(f)
-            b[fr.parse(f, (4789,)).check_at] ^= 0x55
+            b[fr.parse(f, vxlan_ports=(4789,)).check_at] ^= 0x55
             bad.append(bytes(b))
         assert [p.data for p in s.replay(bad, csum="verify").packets] == bad
         assert [(p.gso_segs, p.csum) for p in s.replay(bad, csum="trust").packets] == [(5, "partial")]
@@ -515,7 +515,8 @@ def test_sidecar_records_the_host_state(tmp_path):
     # socket's port and the local TCP flow: normal GRO
     assert [(p["gso_segs"], p["csum"], p["fraglist"]) for p in packets] == \
         [(10, "valid", True), (10, "partial", False), (10, "partial", False)]
-    assert packets[0]["flow"]["outer"] == [{"src": "192.168.50.1", "dst": "192.168.50.2", "proto": 17}]
+    assert packets[0]["flow"]["outer"] == [{"src": "192.168.50.1", "dst": "192.168.50.2", "proto": 17,
+                                            "kind": "vxlan", "key": 42, "sport": 49152, "dport": 4789}]
     assert doc["summary"]["fraglist_packets"] == 1
 
 
