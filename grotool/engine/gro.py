@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable, List, Optional
 
 from .config import GRO_HASH_BUCKETS, MAX_GRO_SKBS, Settings
-from .hoststate import HostState
+from .hoststate import HostSockets
 from .skb import Delivery, Skb, Stats
 from . import offloads
 
@@ -58,7 +58,7 @@ class GroNode:
         self.csum_auto = settings.csum == "auto"
         self.gro_enabled = settings.gro
         self.max_skb_frags = settings.max_skb_frags
-        self.host = HostState(settings)
+        self.host = HostSockets(settings)
         self.rx_gro_list = settings.rx_gro_list
         # below every limit merge_allowed_size checks, it cannot refuse
         self.size_check_from = min(65536, settings.gro_max_size, settings.gro_ipv4_max_size)

@@ -8,6 +8,7 @@ __inet(6)_lookup_established in tcp4/6_check_fraglist_gro.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Dict, Optional, Set, Tuple
 
 # What a UDP socket lookup finds
@@ -16,44 +17,87 @@ VXLAN_SOCKET = "vxlan"          # a UDP tunnel socket whose gro_receive is vxlan
 GENEVE_SOCKET = "geneve"        # ... geneve_gro_receive
 
 
-def _address(text: str) -> bytes:
-    import socket                # only when a --local-tcp is given: replay's start-up stays lean
-    text = text.strip()
-    if text.startswith("[") and text.endswith("]"):
-        return socket.inet_pton(socket.AF_INET6, text[1:-1])
-    return socket.inet_pton(socket.AF_INET, text)
+@dataclass(frozen=True, order=True)
+class Endpoint:
+    addr: str                  # canonical text form (ipaddress)
+    port: int
+
+    @property
+    def family(self) -> int:
+        return 6 if ":" in self.addr else 4
+
+    def packed(self) -> bytes:
+        import ipaddress
+        return ipaddress.ip_address(self.addr).packed
+
+    def __str__(self) -> str:
+        return f"[{self.addr}]:{self.port}" if self.family == 6 else f"{self.addr}:{self.port}"
 
 
-def _endpoint(text: str) -> Tuple[Optional[bytes], int]:
-    host, sep, port = text.strip().rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"{text!r}: expected ADDRESS:PORT (IPv6 in brackets)")
-    if host in ("*", ""):
-        return None, int(port)
+@dataclass(frozen=True)
+class LocalTcp:
+    """`A:P>B:P` (src set): that one flow ends at a local established socket;
+    `B:P` (src None): every TCP flow to B:P does."""
+
+    dst: Endpoint
+    src: Optional[Endpoint] = None
+
+    def __str__(self) -> str:
+        return f"{self.src}>{self.dst}" if self.src else str(self.dst)
+
+    def matches(self, src: Endpoint, dst: Endpoint) -> bool:
+        return dst == self.dst and (self.src is None or self.src == src)
+
+
+def parse_port(text) -> int:
     try:
-        return _address(host), int(port)
-    except OSError:
-        raise ValueError(f"{text!r}: {host!r} is not an IPv4 address or a bracketed IPv6 address") from None
+        port = int(str(text), 10)
+    except ValueError:
+        raise ValueError(f"'{text}' is not a port number") from None
+    if not 1 <= port <= 65535:
+        raise ValueError(f"port {port} is outside 1..65535")
+    return port
 
 
-def parse_local_tcp(spec: str) -> Tuple[Optional[bytes], Optional[int], Optional[bytes], int]:
-    """ "A:P>B:P" (one flow, A:P -> B:P) or "B:P" (every flow to local B:P;
-    "*:P" for any local address) as (saddr, sport, daddr, dport), None = any."""
-    if ">" in spec:
-        left, right = spec.split(">", 1)
-        saddr, sport = _endpoint(left)
-        daddr, dport = _endpoint(right)
-        if saddr is None or daddr is None:
-            raise ValueError(f"{spec!r}: a flow needs both addresses")
-        if len(saddr) != len(daddr):
-            raise ValueError(f"{spec!r}: both ends must be the same IP version")
-        return saddr, sport, daddr, dport
-    daddr, dport = _endpoint(spec)
-    return None, None, daddr, dport
+def parse_endpoint(text: str) -> Endpoint:
+    """`10.0.0.2:5201` or `[fd00::2]:5201`."""
+    import ipaddress             # only when a --local-tcp is given: start-up stays lean
+    text = text.strip()
+    if text.startswith("["):
+        addr, sep, rest = text[1:].partition("]")
+        if not sep or not rest.startswith(":"):
+            raise ValueError(f"'{text}': an IPv6 endpoint is written [ADDRESS]:PORT")
+        port = rest[1:]
+    else:
+        addr, sep, port = text.rpartition(":")
+        if not sep or ":" in addr:
+            raise ValueError(f"'{text}' is not ADDRESS:PORT (IPv6 in brackets: [fd00::2]:5201)")
+    try:
+        ip = ipaddress.ip_address(addr)
+    except ValueError:
+        raise ValueError(f"'{addr}' is not an IP address") from None
+    if text.startswith("[") and ip.version != 6:
+        raise ValueError(f"'{text}': brackets are for IPv6 addresses")
+    if ip.is_unspecified or ip.is_multicast:
+        raise ValueError(f"'{addr}' cannot be the address of an established TCP socket")
+    return Endpoint(str(ip), parse_port(port))
 
 
-class HostState:
-    """The sockets and features of the simulated receiving host."""
+def parse_local_tcp(text: str) -> LocalTcp:
+    """`A:P>B:P` or `B:P`."""
+    src, sep, dst = text.partition(">")
+    if not sep:
+        return LocalTcp(parse_endpoint(text))
+    a, b = parse_endpoint(src), parse_endpoint(dst)
+    if a.family != b.family:
+        raise ValueError(f"'{text}': both ends must be IPv4 or both IPv6")
+    if a == b:
+        raise ValueError(f"'{text}': a TCP connection needs two different endpoints")
+    return LocalTcp(b, a)
+
+
+class HostSockets:
+    """The sockets and features of the simulated receiving host, for the lookups GRO makes."""
 
     def __init__(self, settings):
         self.udp_gro_forwarding = settings.udp_gro_forwarding
@@ -69,13 +113,14 @@ class HostState:
         # udp_encap_needed_key: any UDP_GRO or tunnel socket turns the lookups on
         self.udp_lookup = bool(ports)
         self.tcp_flows: Set[Tuple[bytes, int, bytes, int]] = set()
-        self.tcp_local_ports: Set[Tuple[Optional[bytes], int]] = set()
+        self.tcp_local_ports: Set[Tuple[bytes, int]] = set()
         for spec in settings.local_tcp:
-            saddr, sport, daddr, dport = parse_local_tcp(spec)
-            if saddr is None:
-                self.tcp_local_ports.add((daddr, dport))
+            local = parse_local_tcp(spec)
+            dst = (local.dst.packed(), local.dst.port)
+            if local.src is None:
+                self.tcp_local_ports.add(dst)
             else:
-                self.tcp_flows.add((saddr, sport, daddr, dport))
+                self.tcp_flows.add((local.src.packed(), local.src.port) + dst)
 
     def udp_socket(self, dport: int) -> Optional[str]:
         """udp4/6_gro_lookup_skb: the kind of socket bound (any address) to dport,
@@ -88,5 +133,4 @@ class HostState:
         """__inet(6)_lookup_established for skb's 4-tuple."""
         if (saddr, sport, daddr, dport) in self.tcp_flows:
             return True
-        ports = self.tcp_local_ports
-        return (daddr, dport) in ports or (None, dport) in ports
+        return (daddr, dport) in self.tcp_local_ports

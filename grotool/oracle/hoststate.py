@@ -7,92 +7,16 @@ read the same object.
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass, field
 from typing import Iterable, List, Optional, Sequence, Tuple
+
+from ..engine.hoststate import Endpoint, LocalTcp, parse_endpoint, parse_local_tcp, parse_port
 
 __all__ = ["Endpoint", "LocalTcp", "HostState", "parse_endpoint", "parse_local_tcp", "parse_port",
            "flows_to_local", "UDP_GRO_LEGACY"]
 
 # the old --udp-gro off|forward|fraglist, kept as a deprecated alias
 UDP_GRO_LEGACY = {"off": {}, "forward": {"udp_gro_forwarding": True}, "fraglist": {"rx_gro_list": True}}
-
-
-@dataclass(frozen=True, order=True)
-class Endpoint:
-    addr: str                  # canonical text form (ipaddress)
-    port: int
-
-    @property
-    def family(self) -> int:
-        return 6 if ":" in self.addr else 4
-
-    def packed(self) -> bytes:
-        return ipaddress.ip_address(self.addr).packed
-
-    def __str__(self) -> str:
-        return f"[{self.addr}]:{self.port}" if self.family == 6 else f"{self.addr}:{self.port}"
-
-
-@dataclass(frozen=True)
-class LocalTcp:
-    """`A:P>B:P` (src set): that one flow ends at a local established socket;
-    `B:P` (src None): every TCP flow to B:P does."""
-
-    dst: Endpoint
-    src: Optional[Endpoint] = None
-
-    def __str__(self) -> str:
-        return f"{self.src}>{self.dst}" if self.src else str(self.dst)
-
-    def matches(self, src: Endpoint, dst: Endpoint) -> bool:
-        return dst == self.dst and (self.src is None or self.src == src)
-
-
-def parse_port(text) -> int:
-    try:
-        port = int(str(text), 10)
-    except ValueError:
-        raise ValueError(f"'{text}' is not a port number") from None
-    if not 1 <= port <= 65535:
-        raise ValueError(f"port {port} is outside 1..65535")
-    return port
-
-
-def parse_endpoint(text: str) -> Endpoint:
-    """`10.0.0.2:5201` or `[fd00::2]:5201`."""
-    text = text.strip()
-    if text.startswith("["):
-        addr, sep, rest = text[1:].partition("]")
-        if not sep or not rest.startswith(":"):
-            raise ValueError(f"'{text}': an IPv6 endpoint is written [ADDRESS]:PORT")
-        port = rest[1:]
-    else:
-        addr, sep, port = text.rpartition(":")
-        if not sep or ":" in addr:
-            raise ValueError(f"'{text}' is not ADDRESS:PORT (IPv6 in brackets: [fd00::2]:5201)")
-    try:
-        ip = ipaddress.ip_address(addr)
-    except ValueError:
-        raise ValueError(f"'{addr}' is not an IP address") from None
-    if text.startswith("[") and ip.version != 6:
-        raise ValueError(f"'{text}': brackets are for IPv6 addresses")
-    if ip.is_unspecified or ip.is_multicast:
-        raise ValueError(f"'{addr}' cannot be the address of an established TCP socket")
-    return Endpoint(str(ip), parse_port(port))
-
-
-def parse_local_tcp(text: str) -> LocalTcp:
-    """`A:P>B:P` or `B:P`."""
-    src, sep, dst = text.partition(">")
-    if not sep:
-        return LocalTcp(parse_endpoint(text))
-    a, b = parse_endpoint(src), parse_endpoint(dst)
-    if a.family != b.family:
-        raise ValueError(f"'{text}': both ends must be IPv4 or both IPv6")
-    if a == b:
-        raise ValueError(f"'{text}': a TCP connection needs two different endpoints")
-    return LocalTcp(b, a)
 
 
 @dataclass(frozen=True)
