@@ -230,13 +230,16 @@ def test_the_key_is_honoured(tmp_path):
 # =============================================================================
 # 9 to 64 interleaved flows
 # =============================================================================
-def interleaved(seed: int, n_flows: int, n_frames: int):
-    """TCP flows (IPv4 and IPv6) in random bursts, with PSH, small segments, pure
-    ACKs, gaps, ACK changes; UDP datagrams, ICMP, IPv4 fragments and ARP in between."""
+def interleaved(seed: int, n_flows: int, n_frames: int, rounds: bool = False):
+    """TCP flows (IPv4 and IPv6) in random bursts (``rounds``: one segment of each
+    flow per round, in a shuffled order, so that a poll sees up to 64 flows), with
+    PSH, small segments, pure ACKs, gaps, ACK changes; UDP datagrams, ICMP, IPv4
+    fragments and ARP in between."""
     rng = random.Random(seed)
     flows = [{"family": rng.choice((4, 4, 6)), "sport": 20000 + rng.randrange(40000), "seq": rng.randrange(1 << 32),
               "ack": 1000, "id": rng.randrange(65536)} for _ in range(n_flows)]
     frames = []
+    turn = []
     while len(frames) < n_frames:
         r = rng.random()
         if r < 0.03:
@@ -252,8 +255,13 @@ def interleaved(seed: int, n_flows: int, n_frames: int):
         if r < 0.08:
             frames.append(S.tcp_frame(sport=flows[0]["sport"], frag=(True, 0), df=False))
             continue
-        f = rng.choice(flows)
-        for _ in range(rng.choice((1, 1, 2, 3, 5))):
+        if rounds:
+            if not turn:
+                turn = rng.sample(flows, len(flows))
+            f = turn.pop()
+        else:
+            f = rng.choice(flows)
+        for _ in range(1 if rounds else rng.choice((1, 1, 2, 3, 5))):
             payload, flags = ks.MSS, ks.ACK
             x = rng.random()
             if x < 0.07:
@@ -276,10 +284,11 @@ def interleaved(seed: int, n_flows: int, n_frames: int):
 CASES = [(9, 300), (12, 300), (16, 400), (24, 400), (33, 500), (48, 600), (64, 800), (64, 1200)]
 
 
+@pytest.mark.parametrize("rounds", [False, True], ids=["bursts", "rounds"])
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("n_flows,n_frames", CASES, ids=[f"{n}flows" for n, _ in CASES])
-def test_interleaved_flows_match_kernel(session, n_flows, n_frames, seed):
-    frames = interleaved(1000 * n_flows + seed, n_flows, n_frames)
+def test_interleaved_flows_match_kernel(session, n_flows, n_frames, seed, rounds):
+    frames = interleaved(1000 * n_flows + seed, n_flows, n_frames, rounds)
     got = kernel_view(session, frames)
     assert_same(got, sim_view(frames), f"{n_flows} flows, seed {seed}")
     assert sorted(i for _, _, covers in got for i in covers) == list(range(len(frames)))
