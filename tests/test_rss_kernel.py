@@ -25,6 +25,7 @@ import pytest
 import kernel_support as ks
 from grotool import scenarios as S
 from grotool.compare import compare_captures
+from grotool.errors import EnvironmentProblem
 from grotool.engine import Settings, simulate
 from grotool.engine.config import DEFAULT_RSS_KEY
 from grotool.oracle import bpf, netns, run_kernel_replay
@@ -366,6 +367,20 @@ def test_nothing_left_behind_after_a_run_or_an_exception():
         with KernelSession(rss_key=DEFAULT_RSS_KEY):
             assert own_programs() == before + 1
             raise RuntimeError("boom")
+    assert programs_back_to(before) and mine(os.getpid()) == spaces
+
+
+def test_a_program_that_cannot_attach_is_an_environment_problem_and_cleans_up(monkeypatch):
+    before, spaces = own_programs(), mine(os.getpid())
+
+    def refuse(prog_fd, ifindex):
+        raise EnvironmentProblem("grotool kernel --rss: attaching the eBPF program failed: Invalid argument")
+
+    monkeypatch.setattr(bpf, "attach_egress", refuse)
+    with pytest.raises(EnvironmentProblem, match="attaching the eBPF program failed") as info:
+        with KernelSession(rss_key=DEFAULT_RSS_KEY):
+            pass
+    assert info.value.exit_code == 4
     assert programs_back_to(before) and mine(os.getpid()) == spaces
 
 
