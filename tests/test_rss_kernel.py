@@ -295,6 +295,18 @@ def test_interleaved_flows_match_kernel(session, n_flows, n_frames, seed, rounds
     assert sorted(i for _, _, covers in got for i in covers) == list(range(len(frames)))
 
 
+def test_nic_device_matches_kernel_rss(session):
+    """The default nic device, with moderation that makes each poll take 64 frames
+    as the oracle's do, delivers what the kernel does."""
+    frames = interleaved(6464, 64, 700, rounds=True)
+    recs = [(i * 10, f, len(f)) for i, f in enumerate(frames)]
+    config = netns.kernel_config()
+    settings = Settings(device="nic", rx_frames=64, rx_usecs=1_000_000, hz=int(config.get("CONFIG_HZ", "250")),
+                        vlan_gro=config.get("CONFIG_VLAN_8021Q", "y") != "n")
+    nic = [(describe(d.data), d.segs, tuple(d.indices)) for d in simulate(recs, 1, settings)]
+    assert_same(kernel_view(session, frames), nic, "nic device")
+
+
 @pytest.mark.parametrize("batch", [32, 17])
 def test_smaller_polls_match_kernel(session, batch):
     frames = interleaved(77 + batch, 24, 400)

@@ -11,6 +11,7 @@ import struct
 from click.testing import CliRunner
 
 import kernel_support as ks
+from grotool import scenarios as S
 from grotool.cli import main
 from grotool.engine import Settings, simulate
 from grotool.engine.config import DEFAULT_RSS_KEY
@@ -160,3 +161,19 @@ def test_kernel_cli_rss_key_needs_rss_and_a_real_key(tmp_path):
     result = runner.invoke(main, ["kernel", "--rss", "--rss-key", "0011zz", str(src), str(tmp_path / "o.pcap")])
     assert result.exit_code == 2 and "hex" in result.output
     assert not (tmp_path / "o.pcap").exists()
+
+
+def test_nic_device_uses_the_same_buckets_as_veth_rss():
+    """With moderation that makes every poll take exactly 64 frames (rx-frames 64),
+    the nic device delivers what veth --rss does: the same hash, buckets, eviction
+    and flush order, which tests/test_rss_kernel.py checks against the kernel."""
+    rng_frames = [f for _, (_, f) in zip(range(640), S.bulk_flows(48, 40, interleave="round_robin", seed=5,
+                                                                    family="mixed"))]
+    recs = [(i * 10, f, len(f)) for i, f in enumerate(rng_frames)]
+    veth = [(d.data, d.segs, d.indices) for d in simulate(recs, 1, Settings(device="veth", veth_rss=True))]
+    nic = [(d.data, d.segs, d.indices)
+           for d in simulate(recs, 1, Settings(device="nic", rx_frames=64, rx_usecs=1_000_000))]
+    assert nic == veth
+    evictions = [d for d in simulate(recs, 1, Settings(device="veth", veth_rss=True))
+                 if d.reason == "bucket_full_evict_oldest"]
+    assert len(evictions) > 0 and sum(1 for _, segs, _ in veth if segs > 1) > 0
