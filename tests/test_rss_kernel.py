@@ -307,6 +307,14 @@ def test_nic_device_matches_kernel_rss(session):
     assert_same(kernel_view(session, frames), nic, "nic device")
 
 
+@pytest.mark.parametrize("csum", ["trust", "verify"])
+def test_checksum_modes_with_rss_match_kernel(session, csum):
+    """trust sends a virtio_net_hdr before each frame: the mark rides along all the same."""
+    frames = interleaved(99, 20, 300, rounds=True)
+    frames[10] = ks.tcp(ks.MSS, seq=5, sport=44444, check="bad")
+    assert_same(kernel_view(session, frames, csum=csum), sim_view(frames, csum=csum), csum)
+
+
 @pytest.mark.parametrize("batch", [32, 17])
 def test_smaller_polls_match_kernel(session, batch):
     frames = interleaved(77 + batch, 24, 400)
@@ -394,6 +402,13 @@ def test_a_program_that_cannot_attach_is_an_environment_problem_and_cleans_up(mo
             pass
     assert info.value.exit_code == 4
     assert programs_back_to(before) and mine(os.getpid()) == spaces
+
+
+def test_a_program_the_verifier_refuses_is_an_environment_problem(monkeypatch):
+    monkeypatch.setattr(bpf, "PROGRAM", bpf.PROGRAM[:8] + bpf._insn(0x85, imm=1_000_000) + bpf.PROGRAM[16:])
+    with pytest.raises(EnvironmentProblem, match=r"loading the eBPF program failed: .+ \(invalid func .+\)") as info:
+        bpf.load_program()
+    assert info.value.exit_code == 4 and "\n" not in str(info.value)
 
 
 def long_input(tmp_path, n=3000):

@@ -102,17 +102,27 @@ def load_program(name: Optional[str] = None) -> int:
     name = (name or f"{NAME_PREFIX}{os.getpid()}")[:15]
     insns = ctypes.create_string_buffer(PROGRAM, len(PROGRAM))
     license_ = ctypes.create_string_buffer(b"GPL")
-    log = ctypes.create_string_buffer(4096)
-    attr = _attr((0, "<I", BPF_PROG_TYPE_SCHED_CLS), (4, "<I", len(PROGRAM) // 8),
-                 (8, "<Q", ctypes.addressof(insns)), (16, "<Q", ctypes.addressof(license_)),
-                 (24, "<I", 1), (28, "<I", len(log)), (32, "<Q", ctypes.addressof(log)),
-                 (48, "16s", name.encode()), (68, "<I", BPF_TCX_EGRESS))
+    common = [(0, "<I", BPF_PROG_TYPE_SCHED_CLS), (4, "<I", len(PROGRAM) // 8),
+              (8, "<Q", ctypes.addressof(insns)), (16, "<Q", ctypes.addressof(license_)),
+              (48, "16s", name.encode()), (68, "<I", BPF_TCX_EGRESS)]
     try:
-        return _bpf(BPF_PROG_LOAD, attr)
+        return _bpf(BPF_PROG_LOAD, _attr(*common))
     except OSError as exc:
-        detail = log.value.decode(errors="replace").strip().splitlines()
-        raise EnvironmentProblem(f"grotool kernel --rss: loading the eBPF program failed: {exc.strerror}"
-                                 + (f" ({detail[-1]})" if detail else "")) from None
+        failure = exc
+    # again with the verifier's log, for the reason
+    log = ctypes.create_string_buffer(1 << 16)
+    try:
+        fd = _bpf(BPF_PROG_LOAD, _attr(*common, (24, "<I", 1), (28, "<I", len(log)),
+                                       (32, "<Q", ctypes.addressof(log))))
+    except OSError:
+        pass
+    else:
+        return fd
+    # the verifier's reason is its last line before the "processed N insns" summary
+    detail = [line for line in log.value.decode(errors="replace").strip().splitlines()
+              if line.strip() and not line.startswith("processed ")]
+    raise EnvironmentProblem(f"grotool kernel --rss: loading the eBPF program failed: {failure.strerror}"
+                             + (f" ({detail[-1]})" if detail else ""))
 
 
 def attach_egress(prog_fd: int, ifindex: int) -> int:
