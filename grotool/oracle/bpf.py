@@ -31,7 +31,7 @@ import struct
 import time
 from typing import List, Optional
 
-from ..engine.rss import Toeplitz, hash_input
+from ..engine.rss import Toeplitz
 from ..errors import EnvironmentProblem
 
 # bpf() syscall numbers by machine
