@@ -138,7 +138,10 @@ from .hostopts import host_options, host_settings, layout_option  # noqa: E402
 @click.option("--rx-queues", type=click.IntRange(1, 1024), default=1, show_default=True,
               help="nic: RX queues (NAPI instances), chosen by RSS hash.")
 @click.option("--rss-key", callback=_parse_rss_key, default=None,
-              help="nic: Toeplitz key in hex (default: the common 40-byte key).")
+              help="nic, and veth with --rss: Toeplitz key in hex (default: the common 40-byte key).")
+@click.option("--rss", "veth_rss", is_flag=True,
+              help="veth: give each frame the RSS hash the nic device computes, spreading flows over the "
+                   "8 GRO buckets (the conditions of grotool kernel --rss); nic always hashes.")
 @click.option("--rx-usecs", type=click.IntRange(0, 1_000_000), default=8, show_default=True,
               help="nic: interrupt moderation delay (ethtool -C rx-usecs).")
 @click.option("--rx-frames", type=click.IntRange(0, 1_000_000), default=32, show_default=True,
@@ -159,8 +162,9 @@ from .hostopts import host_options, host_settings, layout_option  # noqa: E402
 @layout_option
 @user_errors
 def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro, gro_max_size, gro_ipv4_max_size,
-           max_skb_frags, gro_normal_batch, hz, rx_queues, rss_key, rx_usecs, rx_frames, gro_flush_timeout,
-           napi_defer_hard_irqs, poll_ns_per_frame, json_path, packets_path, top, quiet, layout, **host):
+           max_skb_frags, gro_normal_batch, hz, rx_queues, rss_key, veth_rss, rx_usecs, rx_frames,
+           gro_flush_timeout, napi_defer_hard_irqs, poll_ns_per_frame, json_path, packets_path, top, quiet, layout,
+           **host):
     """Replay INPUT (pcap/pcapng, gzip ok, '-' for stdin) through simulated GRO;
     write what Linux would deliver to OUTPUT (pcap, '-' for stdout)."""
     from ..replay import replay as run_replay
@@ -170,7 +174,8 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
                         max_skb_frags=max_skb_frags, gro_normal_batch=gro_normal_batch, hz=int(hz),
                         rx_queues=rx_queues, rss_key=rss_key, rx_usecs=rx_usecs, rx_frames=rx_frames,
                         gro_flush_timeout=gro_flush_timeout, napi_defer_hard_irqs=napi_defer_hard_irqs,
-                        poll_ns_per_frame=poll_ns_per_frame, layout=layout, **host_settings(host))
+                        poll_ns_per_frame=poll_ns_per_frame, veth_rss=veth_rss, layout=layout,
+                        **host_settings(host))
     if output_path == "-" and json_path == "-":
         raise click.UsageError("OUTPUT and --json cannot both be standard output")
     result = run_replay(input_path, output_path, settings, packets_path)
@@ -286,10 +291,16 @@ def _local_tcp_values(ctx, param, values):
               help="Frames per NAPI poll (at most the budget, 64).")
 @click.option("--max-seconds", type=click.FloatRange(1, 86400), default=300, show_default=True,
               help="Bound on the whole run.")
+@click.option("--rss", is_flag=True,
+              help="Give each frame the RSS hash grotool computes (Toeplitz of the 4-tuple; 2-tuple for other IP "
+                   "and fragments; 0 for non-IP), so the kernel spreads flows over its 8 GRO buckets as on a NIC "
+                   "(an eBPF program sets skb->hash; Linux 6.6+). Compare with replay --device veth --rss.")
+@click.option("--rss-key", "rss_key_hex", default=None, metavar="HEX",
+              help="With --rss: the Toeplitz key in hex (default: the common 40-byte key).")
 @click.option("--quiet", "-q", is_flag=True)
 @user_errors
 def kernel(input_path, output_path, json_path, csum, udp_gro_forwarding, rx_gro_list, udp_gro_sockets, vxlan_ports,
-           geneve_ports, local_tcp, udp_gro, batch, max_seconds, quiet):
+           geneve_ports, local_tcp, udp_gro, batch, max_seconds, rss, rss_key_hex, quiet):
     """Replay INPUT through the real kernel's GRO (veth in a private network
     namespace; root) and write what it delivered to OUTPUT.  The host options
     create what they describe inside the namespace."""
@@ -304,8 +315,11 @@ def kernel(input_path, output_path, json_path, csum, udp_gro_forwarding, rx_gro_
                                geneve_ports=geneve_ports, local_tcp=local_tcp, udp_gro=udp_gro)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    if rss_key_hex is not None and not rss:
+        raise click.UsageError("--rss-key needs --rss")
+    rss_key = _parse_rss_key(None, None, rss_key_hex) if rss else None
     run = run_kernel_replay(input_path, output_path, json_path, csum=csum, host=host, batch=batch,
-                            max_seconds=max_seconds)
+                            max_seconds=max_seconds, rss_key=rss_key)
     for w in run.warnings:
         click.echo(f"grotool: warning: {w}", err=True)
     if not quiet and run.hint:

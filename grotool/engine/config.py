@@ -30,6 +30,7 @@ class Settings:
     max_skb_frags: int = 17          # CONFIG_MAX_SKB_FRAGS (layout only)
     gro_normal_batch: int = 8        # net.core.gro_normal_batch
     hz: int = 250                    # CONFIG_HZ
+    veth_rss: bool = False           # veth: frames carry the RSS hash of rss_key (grotool kernel --rss)
     # nic device model
     rx_queues: int = 1               # NAPI instances, chosen by RSS hash
     rss_key: bytes = DEFAULT_RSS_KEY

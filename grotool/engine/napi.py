@@ -4,7 +4,8 @@ share a poll, when held packets are flushed, and the delivery order.
 Two device models:
 
 * ``VethDevice``: the conditions of the kernel oracle (shared/spec/kernel-oracle.md).
-  No receive hash, so every flow shares bucket 0; every poll takes the next
+  No receive hash, so every flow shares bucket 0 (with ``veth_rss``, the
+  oracle's --rss, each frame gets the nic device's Toeplitz hash); every poll takes the next
   ``budget`` frames of the capture and, padded to the budget as the oracle pads
   it, exhausts it, which at HZ < 1000 flushes everything.  Timestamps do not
   matter.
@@ -28,7 +29,7 @@ from typing import Callable, Deque, List, Optional
 from . import csum
 from .config import Settings
 from .gro import GroNode
-from .rss import Toeplitz, hash_input
+from .rss import Toeplitz
 from .skb import Delivery, Skb, Stats
 
 NS_PER_S = 1_000_000_000
@@ -137,8 +138,12 @@ class VethDevice:
         self.pending: List[Skb] = []
         self.budget = settings.budget
         self.primer = make_primer(settings, stats)
+        # --rss: the hash the nic device computes, as grotool kernel --rss sets it
+        self._flow_hash = Toeplitz(settings.rss_key).flow_hash if settings.veth_rss else None
 
     def feed(self, skb: Skb) -> None:
+        if self._flow_hash is not None:
+            skb.hash = self._flow_hash(skb.data, skb.l2_len, skb.protocol)
         self.pending.append(skb)
         if len(self.pending) >= self.budget:
             self._poll()
@@ -188,7 +193,7 @@ class NicDevice:
         self.stats = stats
         self.queues = [_Queue(i, GroNode(settings, stats, deliver, queue=i)) for i in range(settings.rx_queues)]
         self.toeplitz = Toeplitz(settings.rss_key)
-        self._hash_cached = self.toeplitz.cached
+        self._flow_hash = self.toeplitz.flow_hash
         self.now = 0
         self.rx_usecs_ns = settings.rx_usecs * 1000
         self.rx_frames = settings.rx_frames
@@ -210,14 +215,7 @@ class NicDevice:
         if next_at is not None and next_at < ts:
             self._run_until(ts, inclusive=False)
         self.now = ts
-        tup = hash_input(skb.data, skb.l2_len, skb.protocol)
-        if tup:
-            h = self._hash_cached(tup)
-            if h is None:
-                h = self.toeplitz.hash(tup)
-        else:
-            h = 0
-        skb.hash = h
+        skb.hash = h = self._flow_hash(skb.data, skb.l2_len, skb.protocol)
         q = self.single_queue
         if q is None:
             queues = self.queues

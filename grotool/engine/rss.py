@@ -51,6 +51,14 @@ class Toeplitz:
         self._cache[tuple_bytes] = result
         return result
 
+    def flow_hash(self, data: bytes, off: int, protocol: int) -> int:
+        """skb->hash of a frame whose network header starts at ``off`` (0 for non-IP)."""
+        tup = hash_input(data, off, protocol)
+        if not tup:
+            return 0
+        h = self._cache.get(tup)
+        return self.hash(tup) if h is None else h
+
     def _tables(self, nbytes: int) -> list:
         tables = _TABLES.setdefault(self._key_bytes, [])
         key = self._key

@@ -6,7 +6,7 @@ docstring of grotool.oracle.kernel for the batch protocol and --csum modes.
 Public API::
 
     run_kernel_replay(input_path, output_path, json_path=None, *, csum="auto", host=HostState(),
-                      batch=64, max_seconds=300, log=None) -> KernelReplayResult
+                      batch=64, max_seconds=300, log=None, rss_key=None) -> KernelReplayResult
     replay_frames(frames, timestamps=None, *, csum, host, batch, max_seconds, log,
                   require_reliable=True) -> list[DeliveredPacket]
     kernel_replay(frames, ...) -> KernelReplayResult          # same, without raising
@@ -131,10 +131,12 @@ def read_input(input_path: str):
 def run_kernel_replay(input_path: str, output_path: Optional[str], json_path: Optional[str] = None, *,
                       csum: str = DEFAULT_CSUM, udp_gro: Optional[str] = None, host: Optional[HostState] = None,
                       batch: int = BUDGET, max_seconds: float = 300,
-                      log: Optional[Callable[[str], None]] = None) -> KernelReplayResult:
+                      log: Optional[Callable[[str], None]] = None,
+                      rss_key: Optional[bytes] = None) -> KernelReplayResult:
     """Replay a capture file through the kernel's GRO; write the delivered pcap
     (``output_path``, ``-`` for stdout, None for none) and the JSON sidecar
-    (``json_path``, ``-`` for stdout).  An unreliable run still writes both
+    (``json_path``, ``-`` for stdout).  ``rss_key``: give each frame the RSS
+    hash grotool computes with that key (``grotool kernel --rss``).  An unreliable run still writes both
     (``reliable`` false); the caller decides the exit code."""
     if csum not in CSUM_MODES:
         raise InputError(f"--csum must be one of {', '.join(CSUM_MODES)}")
@@ -149,7 +151,7 @@ def run_kernel_replay(input_path: str, output_path: Optional[str], json_path: Op
     if left <= 0:
         raise EnvironmentProblem(f"kernel replay did not finish within {max_seconds:g} s (--max-seconds)")
     result = kernel_replay(frame_list, stamps, csum=csum, udp_gro=udp_gro, host=host, batch=batch,
-                           max_seconds=left, log=log, reported_seconds=max_seconds)
+                           max_seconds=left, log=log, reported_seconds=max_seconds, rss_key=rss_key)
     if output_path:
         with PcapWriter(output_path, LINKTYPE_ETHERNET, OUTPUT_SNAPLEN) as writer:
             for pkt in result.packets:

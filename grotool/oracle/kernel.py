@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import EnvironmentProblem, InputError
+from . import bpf
 from . import frames as fr
 from .frames import fix_checksums, parse, to_ethernet  # re-exported: callers use kernel.parse
 from .hoststate import Endpoint, HostState, flows_to_local
@@ -230,7 +231,7 @@ class KernelSession:
 
     def __init__(self, udp_gro: Optional[str] = None, *, host: Optional[HostState] = None, max_seconds: float = 300,
                  flush_timeout_ns: int = FLUSH_TIMEOUT_NS, log: Optional[Callable[[str], None]] = None,
-                 reported_seconds: Optional[float] = None):
+                 reported_seconds: Optional[float] = None, rss_key: Optional[bytes] = None):
         self.ns = VethNamespace(udp_gro=udp_gro, flush_timeout_ns=flush_timeout_ns, defer_hard_irqs=1, host=host)
         self.host = self.ns.host
         self.max_seconds = float(max_seconds)
@@ -251,6 +252,9 @@ class KernelSession:
         self._closing = False
         self._late_signals: List[int] = []
         self._entered_at = 0.0
+        # --rss: each frame's mark is its RSS hash, which an egress eBPF program makes skb->hash
+        self.hasher = bpf.FrameHasher(rss_key) if rss_key is not None else None
+        self.hash_program: Optional[bpf.HashFromMark] = None
 
     # -- lifetime -------------------------------------------------------------------
     def __enter__(self) -> "KernelSession":
@@ -261,6 +265,8 @@ class KernelSession:
         try:
             self.ns.create()
             self._open_sockets()
+            if self.hasher is not None:
+                self._attach_hash_program()
         except BaseException as exc:
             self.__exit__(type(exc), exc, None)
             raise
@@ -283,6 +289,9 @@ class KernelSession:
                     except OSError:
                         pass
             self.rx = self.tx = self.tx_vnet = None
+            if self.hash_program is not None:
+                self.hash_program.close()
+                self.hash_program = None
             self.ns.remove()
             atexit.unregister(self.ns.remove)
             if self._signals:
@@ -367,6 +376,14 @@ class KernelSession:
         self._drain()
         self._socket_stats()             # reading PACKET_STATISTICS resets it
 
+    def _attach_hash_program(self) -> None:
+        """--rss: the mark-to-hash program on the sending veth's egress (bpf.py)."""
+        back = self.ns.enter()
+        try:
+            self.hash_program = bpf.HashFromMark(socket.if_nametoindex(TX_DEV))
+        finally:
+            self.ns.leave(back)
+
     # -- control frames -------------------------------------------------------------------
     def _control(self, kind: int) -> bytes:
         self.counter += 1
@@ -412,7 +429,8 @@ class KernelSession:
         return struct.unpack("=II", raw)
 
     # -- one batch ---------------------------------------------------------------------------
-    def _send_batch(self, prepared: Sequence[Tuple[bytes, bytes]], fillers: Sequence[bytes]) -> float:
+    def _send_batch(self, prepared: Sequence[Tuple[bytes, bytes]], fillers: Sequence[bytes],
+                    marks: Optional[Sequence[list]] = None) -> float:
         """Primer, wait for it, then the batch; returns seconds from primer to last frame sent."""
         primer = self._control(1)
         t0 = time.monotonic()
@@ -429,11 +447,14 @@ class KernelSession:
                 break
         tx, tx_vnet = self.tx, self.tx_vnet
         try:
-            for frame, vnet in prepared:
-                if vnet:
-                    tx_vnet.send(vnet + frame)
-                else:
-                    tx.send(frame)
+            if marks is not None:
+                _send_marked(tx, tx_vnet, prepared, marks)
+            else:
+                for frame, vnet in prepared:
+                    if vnet:
+                        tx_vnet.send(vnet + frame)
+                    else:
+                        tx.send(frame)
             for frame in fillers:
                 tx.send(frame)
         except OSError as exc:
@@ -460,12 +481,13 @@ class KernelSession:
         """One NAPI poll's worth: (packets, injected frames, attempts, send µs, ok)."""
         prepared = [prepare_frame(f, csum, self.host.vxlan_ports) for f in chunk]
         injected = [f for f, _ in prepared]
+        marks = [bpf.mark_cmsg(self.hasher(f)) for f in injected] if self.hasher is not None else None
         attempts = 0
         while True:
             attempts += 1
             self._check_deadline()
             fillers = [self._control(2) for _ in range(BUDGET - len(chunk))]
-            send_s = self._send_batch(prepared, fillers)
+            send_s = self._send_batch(prepared, fillers, marks)
             packets, complete = self._collect(len(chunk))
             in_time = send_s <= self.timer_s / 2
             if in_time and complete:
@@ -477,6 +499,11 @@ class KernelSession:
             if not complete:
                 time.sleep(3 * self.timer_s)
             self._drain()
+
+    def _rss_settings(self) -> dict:
+        if self.hasher is None:
+            return {"rss": False}
+        return {"rss": True, "rss_key": self.hasher.key.hex(), "rss_hash": "bpf_set_hash(skb->mark), tcx egress"}
 
     # -- a replay --------------------------------------------------------------------------------
     def replay(self, frames: Sequence[bytes], timestamps: Optional[Sequence[int]] = None, *,
@@ -550,9 +577,20 @@ class KernelSession:
         settings = self.ns.settings()
         settings.update({"csum": csum, "batch": batch, "budget": BUDGET, "max_replays": MAX_REPLAYS,
                          "kernel": platform.release()})
+        settings.update(self._rss_settings())
         reliable = all(bt.ok for bt in batches) and not any(drops.values())
         return KernelReplayResult(packets, batches, drops, reliable, settings, warnings, platform.release(),
                                   unmatched, uncovered, counters)
+
+
+def _send_marked(tx: socket.socket, tx_vnet: socket.socket, prepared: Sequence[Tuple[bytes, bytes]],
+                 marks: Sequence[list]) -> None:
+    """--rss: each frame sent with its SO_MARK control message."""
+    for (frame, vnet), cmsg in zip(prepared, marks):
+        if vnet:
+            tx_vnet.sendmsg([vnet, frame], cmsg)
+        else:
+            tx.sendmsg([frame], cmsg)
 
 
 def _gso_payload(frame: bytes, base: int, csum_start: int, flags: int, tags: int,
@@ -688,13 +726,14 @@ def check_frame(frame: bytes, index: int) -> None:
 def kernel_replay(frames: Sequence[bytes], timestamps: Optional[Sequence[int]] = None, *,
                   csum: str = DEFAULT_CSUM, udp_gro: Optional[str] = None, host: Optional[HostState] = None,
                   batch: int = BUDGET, max_seconds: float = 300, log: Optional[Callable[[str], None]] = None,
-                  reported_seconds: Optional[float] = None) -> KernelReplayResult:
+                  reported_seconds: Optional[float] = None, rss_key: Optional[bytes] = None) -> KernelReplayResult:
     """Replay Ethernet frames through the kernel in a fresh namespace set up as
-    ``host`` says (``udp_gro`` is the deprecated off|forward|fraglist); the full result."""
+    ``host`` says (``udp_gro`` is the deprecated off|forward|fraglist); the full result.
+    With ``rss_key`` every frame carries the RSS hash grotool computes with that key."""
     for i, f in enumerate(frames):
         check_frame(f, i)
     with KernelSession(udp_gro, host=host, max_seconds=max_seconds, log=log,
-                       reported_seconds=reported_seconds) as ks:
+                       reported_seconds=reported_seconds, rss_key=rss_key) as ks:
         result = ks.replay(frames, timestamps, csum=csum, batch=batch)
         result.hint = host_hint(frames, ks.host)
         return result
@@ -703,7 +742,8 @@ def kernel_replay(frames: Sequence[bytes], timestamps: Optional[Sequence[int]] =
 def replay_frames(frames: Sequence[bytes], timestamps: Optional[Sequence[int]] = None, *,
                   csum: str = DEFAULT_CSUM, udp_gro: Optional[str] = None, host: Optional[HostState] = None,
                   batch: int = BUDGET, max_seconds: float = 300,
-                  log: Optional[Callable[[str], None]] = None, require_reliable: bool = False) -> DeliveredList:
+                  log: Optional[Callable[[str], None]] = None, require_reliable: bool = False,
+                  rss_key: Optional[bytes] = None) -> DeliveredList:
     """Replay in-memory Ethernet frames in a fresh namespace; the delivered
     packets in delivery order (a list that also has ``reliable``, ``batches``,
     ``drops``, ``warnings``, ``settings``).
@@ -712,7 +752,7 @@ def replay_frames(frames: Sequence[bytes], timestamps: Optional[Sequence[int]] =
     dropped frames or a batch never went through cleanly.
     """
     result = kernel_replay(frames, timestamps, csum=csum, udp_gro=udp_gro, host=host, batch=batch,
-                           max_seconds=max_seconds, log=log)
+                           max_seconds=max_seconds, log=log, rss_key=rss_key)
     if require_reliable and not result.reliable:
         raise UnreliableRun("kernel replay unreliable: " + "; ".join(result.warnings))
     return DeliveredList(result)
