@@ -1,4 +1,4 @@
-"""UDP GRO, fraglist GRO and GRE against the real kernel, byte for byte.
+"""UDP GRO, fraglist GRO, GRE and VXLAN against the real kernel, byte for byte.
 
 Each case replays crafted traffic through `grotool kernel`'s machinery (veth
 in a private namespace) and through the simulation under the same host
@@ -12,30 +12,56 @@ import pytest
 
 import breadth_frames as F
 from grotool.engine import Settings, simulate
-from grotool.oracle import netns, replay_frames
+from grotool.engine.config import DEFAULT_RSS_KEY
+from grotool.oracle import HostState, netns, replay_frames
 
 pytestmark = pytest.mark.kernel
 
-# kernel --udp-gro mode -> the simulation's host state
-HOST = {
-    "off": {},
-    "forward": {"udp_gro_forwarding": True},
-    "fraglist": {"rx_gro_list": True},
-}
+FWD = {"udp_gro_forwarding": True}
+FLIST = {"rx_gro_list": True}
+VXLAN = {"vxlan_ports": (4789,)}
+
+
+def mixed():
+    """Everything at once: UDP, TCP, GRE and VXLAN flows interleaved in polls."""
+    groups = [F.udp_mixed(), F.tcp_for_fraglist(), F.gre_mixed(), F.vxlan_mixed()]
+    out = []
+    while any(groups):
+        for g in groups:
+            out += g[:7]
+            del g[:7]
+    return out
+
+
+# (name, traffic, host options, --csum, rss)
 CASES = [
-    ("udp", F.udp_mixed, "off", "auto"),
-    ("udp", F.udp_mixed, "forward", "auto"),
-    ("udp", F.udp_mixed, "forward", "trust"),
-    ("udp", F.udp_mixed, "fraglist", "auto"),
-    ("udp", F.udp_mixed, "fraglist", "verify"),
-    ("tcp", F.tcp_for_fraglist, "fraglist", "auto"),
-    ("tcp", F.tcp_for_fraglist, "fraglist", "trust"),
-    ("flagged", F.flagged_for_fraglist, "fraglist", "auto"),
-    ("flagged", F.flagged_for_fraglist, "fraglist", "trust"),
-    ("flagged", F.flagged_for_fraglist, "forward", "verify"),
-    ("gre", F.gre_mixed, "off", "auto"),
-    ("gre", F.gre_mixed, "off", "trust"),
-    ("gre", F.gre_mixed, "fraglist", "verify"),
+    ("udp", F.udp_mixed, {}, "auto", False),
+    ("udp", F.udp_mixed, FWD, "auto", False),
+    ("udp", F.udp_mixed, FWD, "trust", False),
+    ("udp", F.udp_mixed, FLIST, "auto", False),
+    ("udp", F.udp_mixed, FLIST, "verify", False),
+    ("udp", F.udp_mixed, {"udp_gro_sockets": (5000,)}, "auto", False),
+    ("udp", F.udp_mixed, {"udp_gro_sockets": (5000,), **FLIST}, "verify", False),
+    ("udp", F.udp_mixed, FWD, "auto", True),
+    ("tcp", F.tcp_for_fraglist, FLIST, "auto", False),
+    ("tcp", F.tcp_for_fraglist, FLIST, "trust", False),
+    ("tcp", F.tcp_for_fraglist, {**FLIST, "local_tcp": ("192.168.1.100:8000",)}, "auto", False),
+    ("tcp", F.tcp_for_fraglist, {**FLIST, "local_tcp": ("[fdaa::2]:1500>[fdaa::1]:8000",)}, "auto", False),
+    ("flagged", F.flagged_for_fraglist, FLIST, "auto", False),
+    ("flagged", F.flagged_for_fraglist, FLIST, "trust", False),
+    ("flagged", F.flagged_for_fraglist, FWD, "verify", False),
+    ("gre", F.gre_mixed, {}, "auto", False),
+    ("gre", F.gre_mixed, {}, "trust", False),
+    ("gre", F.gre_mixed, FLIST, "verify", False),
+    ("vxlan", F.vxlan_mixed, {}, "auto", False),
+    ("vxlan", F.vxlan_mixed, VXLAN, "auto", False),
+    ("vxlan", F.vxlan_mixed, VXLAN, "trust", False),
+    ("vxlan", F.vxlan_mixed, VXLAN, "verify", False),
+    ("vxlan", F.vxlan_mixed, FWD, "auto", False),
+    ("vxlan", F.vxlan_mixed, {**VXLAN, **FLIST}, "auto", False),
+    ("vxlan", F.vxlan_mixed, {**VXLAN, **FWD}, "auto", True),
+    ("mixed", mixed, {**VXLAN, **FWD}, "auto", False),
+    ("mixed", mixed, {**VXLAN, **FLIST, "local_tcp": ("192.168.1.100:8000",)}, "verify", False),
 ]
 
 
@@ -56,10 +82,17 @@ def assert_identical(frames, kernel, sim, label):
     assert len(kernel) == len(sim), f"{label}: kernel delivered {len(kernel)} packets, simulation {len(sim)}"
 
 
-@pytest.mark.parametrize("name,build,udp_gro,csum", CASES, ids=[f"{c[0]}-{c[2]}-{c[3]}" for c in CASES])
-def test_breadth_matches_kernel(name, build, udp_gro, csum):
+def case_id(case):
+    name, _, host, csum, rss = case
+    opts = "+".join(f"{k}={v}" if not isinstance(v, bool) else k for k, v in host.items()) or "plain"
+    return f"{name}-{opts}-{csum}" + ("-rss" if rss else "")
+
+
+@pytest.mark.parametrize("name,build,host,csum,rss", CASES, ids=[case_id(c) for c in CASES])
+def test_breadth_matches_kernel(name, build, host, csum, rss):
     frames = build()
-    kernel = replay_frames(frames, csum=csum, udp_gro=udp_gro, require_reliable=True)
-    settings = machine_settings(csum=csum, **HOST[udp_gro])
+    kernel = replay_frames(frames, csum=csum, host=HostState.build(**host), require_reliable=True,
+                           rss_key=DEFAULT_RSS_KEY if rss else None)
+    settings = machine_settings(csum=csum, veth_rss=rss, **host)
     sim = list(simulate([(i, f, len(f)) for i, f in enumerate(frames)], 1, settings))
-    assert_identical(frames, kernel, sim, f"{name} udp_gro={udp_gro} csum={csum}")
+    assert_identical(frames, kernel, sim, case_id((name, build, host, csum, rss)))
