@@ -51,6 +51,7 @@ class PacketLog:
             "index": self._n, "ts_ns": d.ts, "len": len(d.data), "segs": d.segs, "gso_size": d.gso_size,
             "gso_type": list(d.gso_type), "reason": d.reason, "covers": list(d.indices),
             "flow": flow_label(self._namer(d.key, d.data)), "queue": d.queue, "poll": d.poll,
+            **({"layer": d.layer} if d.layer else {}),
         }) + "\n")
         self._n += 1
 
@@ -75,7 +76,8 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
     with CaptureReader(input_path) as reader:
         linktype = reader.linktype if reader.linktype is not None else 1
         engine = Engine(linktype, settings)
-        collector = StatsCollector(linktype, settings.layout, settings.max_skb_frags)
+        collector = StatsCollector(linktype, settings.layout, settings.max_skb_frags,
+                                   vxlan_ports=settings.vxlan_ports, geneve_ports=settings.geneve_ports)
         writer = PcapWriter(output_path, linktype, output_snaplen(settings)) if output_path else None
         log = PacketLog(packets_path, collector.namer) if packets_path else None
         if log is not None:

@@ -12,7 +12,7 @@ SCHEMA = "grotool.stats/1"
 
 
 class FlowStats:
-    __slots__ = ("flow", "packets_in", "packets_out", "super_packets", "max_segs", "reasons", "bytes_out")
+    __slots__ = ("flow", "packets_in", "packets_out", "super_packets", "max_segs", "reasons", "bytes_out", "layers")
 
     def __init__(self, flow: FlowTuple):
         self.flow = flow
@@ -22,9 +22,10 @@ class FlowStats:
         self.max_segs = 0
         self.reasons: Counter = Counter()
         self.bytes_out = 0
+        self.layers: Counter = Counter()        # (reason, "outer"/"inner") of encapsulated packets
 
     def to_json(self) -> dict:
-        return {
+        doc = {
             "flow": flow_json(self.flow),
             "packets_in": self.packets_in,
             "packets_out": self.packets_out,
@@ -34,6 +35,17 @@ class FlowStats:
             "bytes_out": self.bytes_out,
             "flush_reasons": dict(self.reasons.most_common()),
         }
+        if self.layers:
+            doc["flush_layers"] = layers_json(self.layers)
+        return doc
+
+
+def layers_json(layers: Counter) -> dict:
+    """reason -> {"outer": n, "inner": m}: which header an L3 check failed on."""
+    out: Dict[str, Dict[str, int]] = {}
+    for (reason, layer), n in sorted(layers.items()):
+        out.setdefault(reason, {})[layer] = n
+    return out
 
 
 class LayoutTotals:
@@ -73,8 +85,10 @@ class LayoutTotals:
 class StatsCollector:
     """Feed it every Delivery in order; it never keeps the packets themselves."""
 
-    def __init__(self, linktype: int, layout: str = "frags", max_skb_frags: int = 17):
-        self.namer = FlowNamer(linktype)
+    def __init__(self, linktype: int, layout: str = "frags", max_skb_frags: int = 17, *,
+                 vxlan_ports=(), geneve_ports=()):
+        # names come from the headers GRO compared: tunnels looked into only where the host has them
+        self.namer = FlowNamer(linktype, vxlan_ports=vxlan_ports, geneve_ports=geneve_ports)
         self.flows: Dict[FlowTuple, FlowStats] = {}
         self.reasons: Counter = Counter()
         self.packets_in = 0
@@ -82,6 +96,7 @@ class StatsCollector:
         self.super_packets = 0
         self.max_segs = 0
         self.layout = LayoutTotals(layout, max_skb_frags)
+        self.layers: Counter = Counter()
         # engine flow identity -> its FlowStats: the identity holds every byte the
         # flow description is made of, so one description per identity is exact
         self._by_key: Dict[bytes, FlowStats] = {}
@@ -102,6 +117,9 @@ class StatsCollector:
         fs.packets_out += 1
         fs.bytes_out += len(delivery.data)
         fs.reasons[reason] += 1
+        if delivery.layer:
+            fs.layers[reason, delivery.layer] += 1
+            self.layers[reason, delivery.layer] += 1
         if segs > fs.max_segs:
             fs.max_segs = segs
         self.packets_in += segs
@@ -130,6 +148,8 @@ class StatsCollector:
             "flush_reasons": dict(self.reasons.most_common()),
             "skb_layout": self.layout.to_json(),
         }
+        if self.layers:
+            totals["flush_layers"] = layers_json(self.layers)
         if engine_stats is not None:
             totals["checksums"] = engine_stats
         return {
