@@ -364,7 +364,8 @@ def test_replay_table_shows_ipv6_and_tunnel_names(tmp_path):
     with PcapWriter(path, 1) as w:
         for k, f in enumerate(frames):
             w.write(1_000_000_000 + k * 1000, f)
-    result = CliRunner().invoke(main, ["replay", path, "--json", str(tmp_path / "s.json")],
+    # flows are named through the tunnels the host decapsulates (here: a VXLAN device on 4789)
+    result = CliRunner().invoke(main, ["replay", path, "--json", str(tmp_path / "s.json"), "--vxlan-port", "4789"],
                                 env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert f"tcp [{A6}]:40000 > [{B6}]:5201" in result.output
@@ -372,6 +373,9 @@ def test_replay_table_shows_ipv6_and_tunnel_names(tmp_path):
     doc = json.loads((tmp_path / "s.json").read_text())
     tunnel = [f["flow"]["tunnel"] for f in doc["flows"] if "tunnel" in f["flow"]]
     assert tunnel == [{"kind": "vxlan", "src": O4, "dst": P4, "key": 4242, "sport": 51000, "dport": 4789, "vlan": []}]
+    # a host without the device sees (and names) the outer UDP flow
+    result = CliRunner().invoke(main, ["replay", path], env={"COLUMNS": "200"})
+    assert f"udp {O4}:51000 > {P4}:4789" in result.output and "vni" not in result.output
 
 
 def test_compare_view_prints_ipv6_and_tunnel_labels_verbatim(tmp_path):
