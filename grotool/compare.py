@@ -594,15 +594,16 @@ class FlowResult:
             return f"flow only in B ({len(pb)} packets)"
         if self.kind == KIND_TCP:
             base = self.seq_base
+            if r.kind in ("header", "reason"):
+                return (f"rel seq {(pa[r.a0].seq - base) % SEQ_MOD}: same packet ({pa[r.a0].length} bytes), "
+                        + _header_or_reason(pa[r.a0], pb[r.b0]))
             if r.kind in ("split", "segs"):
                 start = (pa[r.a0].seq - base) % SEQ_MOD
                 end = (pa[r.a1 - 1].seq_end - base) % SEQ_MOD
                 if r.kind == "segs":
                     return (f"rel seq {start}: same packet ({pa[r.a0].length} bytes) built from "
                             f"{pa[r.a0].segs} segments in A, {pb[r.b0].segs} in B")
-                if r.kind in ("header", "reason"):
-                    return f"rel seq {start}: same packet ({pa[r.a0].length} bytes), " + \
-                        _header_or_reason(pa[r.a0], pb[r.b0])
+
                 return (f"rel seq {start}-{end}: A has {self._describe_pkts(pa, r.a0, r.a1)}, "
                         f"B has {self._describe_pkts(pb, r.b0, r.b1)}")
             if r.kind == "extra":
