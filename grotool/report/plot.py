@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Dict, List, Optional
 
-from ..errors import EnvironmentProblem
+from ..errors import EnvironmentProblem, InputError
 from .flows import FlowNamer, flow_label
 
 TOP_FLOWS = 10
@@ -94,7 +94,8 @@ def _save(fig, plt, path: str) -> None:
             os.unlink(tmp)
         except OSError:
             pass
-        raise EnvironmentProblem(f"{path}: cannot write the plot: {getattr(exc, 'strerror', None) or exc}") from None
+        # like an unwritable capture output: exit 3
+        raise InputError(f"{path}: cannot write the plot: {getattr(exc, 'strerror', None) or exc}") from None
     finally:
         plt.close(fig)
 
