@@ -21,7 +21,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import __version__
 from .engine.config import Settings
-from .errors import EnvironmentProblem, GrotoolError, InputError
+from .errors import EnvironmentProblem, InputError
 
 GOLDEN_FORMAT = "grotool.golden/1"
 GOLDEN_SUFFIX = ".gro"
@@ -372,6 +372,17 @@ def replay_entries(capture: str, settings: Settings, progress: Optional[Callable
     return recorder.entries, result.frames
 
 
+def kernel_settings_problem(settings: Settings) -> str:
+    """Why these settings cannot be the real kernel's, or ''."""
+    if settings.device != "veth":
+        return "a kernel-origin golden needs --device veth settings (the kernel oracle's conditions)"
+    if settings.budget > 64:
+        return "a kernel-origin golden needs --budget 64 or less (frames per kernel poll)"
+    if settings != Settings(device="veth", budget=settings.budget, csum=settings.csum):
+        return "a kernel-origin golden takes only --device veth, --budget and --csum"
+    return ""
+
+
 def kernel_entries(capture: str, settings: Settings) -> Tuple[List[Entry], int, str]:
     """(entries, input frames, origin detail) from the real kernel (root).
 
@@ -380,10 +391,9 @@ def kernel_entries(capture: str, settings: Settings) -> Tuple[List[Entry], int, 
     from .oracle import run_kernel_replay
     from .report.flows import describe, flow_label
 
-    if settings.device != "veth":
-        raise GrotoolError("a kernel-origin golden needs --device veth settings (the kernel oracle's conditions)")
-    if settings.budget > 64:
-        raise GrotoolError("a kernel-origin golden needs --budget 64 or less (frames per kernel poll)")
+    problem = kernel_settings_problem(settings)
+    if problem:
+        raise InputError(f"{capture}: {problem}")
     run = run_kernel_replay(capture, None, None, csum=settings.csum, batch=settings.budget)
     if not run.reliable:
         raise EnvironmentProblem(f"{capture}: the kernel run was unreliable: " + "; ".join(run.warnings))
@@ -514,15 +524,16 @@ class CaptureResult:
 
 def check_target(target: Target, *, update: bool = False, settings: Optional[Settings] = None,
                  from_kernel: bool = False, progress: Optional[Callable] = None) -> CaptureResult:
-    """Check (or with ``update`` write) one capture's golden.  Never raises
-    GrotoolError: problems become an ERROR result."""
+    """Check (or with ``update`` write) one capture's golden.  An unreadable
+    capture or golden becomes an ERROR result; a missing privilege or tool
+    (EnvironmentProblem, --from-kernel) is raised."""
     import time
 
     started = time.monotonic()
     result = CaptureResult(target.capture, target.golden, ERROR)
     try:
         _check(target, result, update, settings, from_kernel, progress)
-    except GrotoolError as exc:
+    except InputError as exc:
         result.status = ERROR
         result.message = str(exc)
     result.seconds = time.monotonic() - started

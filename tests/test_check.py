@@ -327,3 +327,22 @@ def test_kernel_origin_golden_is_what_the_kernel_delivers():
     assert entries == golden.entries
     # and grotool's own replay still matches the kernel's expectation
     assert run("check", "captures/bulk-4flows.pcap").returncode == 0
+
+
+def test_from_kernel_without_root_exits_4(monkeypatch, tmp_path):
+    from click.testing import CliRunner
+
+    from grotool.cli import main
+
+    capture = copy_case(tmp_path, "bulk-4flows")
+    before = (tmp_path / "bulk-4flows.gro").read_bytes()
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    result = CliRunner().invoke(main, ["check", "--update", "--from-kernel", str(capture), "--device", "veth"])
+    assert result.exit_code == 4
+    assert "needs root" in result.output and "Traceback" not in result.output
+    assert (tmp_path / "bulk-4flows.gro").read_bytes() == before
+
+
+def test_from_kernel_needs_veth_settings():
+    r = run("check", "--update", "--from-kernel", "captures/mixed.pcap", "--device", "nic", "--budget", "8")
+    assert r.returncode == 2 and "needs --device veth" in r.stderr

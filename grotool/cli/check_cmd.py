@@ -49,6 +49,12 @@ def check(ctx, paths, update, from_kernel, junit_path, max_differences, quiet, *
         raise click.UsageError("replay options are for --update; a check replays with each golden's settings")
     if from_kernel and not update:
         raise click.UsageError("--from-kernel goes with --update")
+    if from_kernel and given:
+        from ..check import kernel_settings_problem
+
+        problem = kernel_settings_problem(settings)
+        if problem:
+            raise click.UsageError(problem)
     targets = find_targets(paths)
     console = Console(highlight=False)
     sizes = [input_size(t.capture) if t.capture else 0 for t in targets]
