@@ -5,8 +5,8 @@ Glue between grotool.io, grotool.engine and grotool.report; no printing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 import os
+from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 from .engine import Engine, Settings

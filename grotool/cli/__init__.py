@@ -160,7 +160,8 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
            max_skb_frags, gro_normal_batch, hz, rx_queues, rss_key, rx_usecs, rx_frames, gro_flush_timeout,
            napi_defer_hard_irqs, poll_ns_per_frame, json_path, packets_path, top, output_format, plot_path, quiet):
     """Replay INPUT (pcap/pcapng, gzip ok, '-' for stdin) through simulated GRO;
-    write what Linux would deliver to OUTPUT (pcap, '-' for stdout)."""
+    write what Linux would deliver to OUTPUT (pcap, or annotated pcapng for a name
+    ending in .pcapng or with --format pcapng; '-' for stdout)."""
     from ..replay import replay as run_replay
 
     settings = Settings(device=device, budget=budget, csum=csum, l4_csum=l4_csum, gro=gro, vlan_gro=vlan_gro,
