@@ -346,3 +346,16 @@ def test_from_kernel_without_root_exits_4(monkeypatch, tmp_path):
 def test_from_kernel_needs_veth_settings():
     r = run("check", "--update", "--from-kernel", "captures/mixed.pcap", "--device", "nic", "--budget", "8")
     assert r.returncode == 2 and "needs --device veth" in r.stderr
+
+
+def test_gzip_capture_and_golden_path_arguments(tmp_path):
+    import gzip
+
+    (tmp_path / "mixed.pcap.gz").write_bytes(gzip.compress((CAPTURES / "mixed.pcap").read_bytes()))
+    shutil.copy(CAPTURES / "mixed.gro", tmp_path / "mixed.gro")
+    r = run("check", tmp_path / "mixed.gro", tmp_path / "mixed.pcap.gz", tmp_path)
+    assert r.returncode == 0, r.stdout
+    assert r.stdout.strip().splitlines()[-1] == "1 capture: 1 passed, 0 failed, 0 unreadable or missing"
+    (tmp_path / "lonely.gro").write_text((CAPTURES / "mixed.gro").read_text())
+    r = run("check", tmp_path / "lonely.gro")
+    assert r.returncode == 3 and "no capture next to this golden" in r.stdout
