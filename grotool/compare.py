@@ -21,9 +21,13 @@ Two captures are *identical* when they have the same flows and, flow by flow,
 the same sequence of packets.  With ``require_order`` the global sequence of
 packets must be the same as well (per-flow order is always required; the kernel
 interleaves flows in delivery order, see kernel-oracle.md section 4).
-Timestamps, MAC addresses, IP IDs, TTLs, TCP flags, ACK numbers, options and
-checksums of TCP/UDP packets are not compared.  Flags are shown in the context
-rows to help debugging.
+The headers of TCP/UDP packets count too: the bytes from the network header
+to the payload (IP ID, TTL/hop limit, TOS, TCP flags, ACK, window, options)
+must be equal; only the TCP/UDP checksum field is left out (``grotool kernel
+--csum auto`` fixes checksums that replay keeps).  When both sidecars carry
+flush reasons (``replay --packets``), the reasons must be equal as well.
+Timestamps, link headers (MAC addresses) and Ethernet padding are not
+compared.  Flags are shown in the context rows to help debugging.
 
 Segments
 --------
@@ -118,6 +122,8 @@ class Packet:
     wirelen: int = 0
     digest: bytes = b""
     head: bytes = b""
+    hdr: bytes = b""           # TCP/UDP: digest of the header bytes from the network header to the payload
+    reason: Optional[str] = None   # flush reason from a `replay --packets` sidecar
 
     @property
     def seq_end(self) -> int:
@@ -126,10 +132,12 @@ class Packet:
 
     def key(self, with_segs: bool) -> tuple:
         if self.kind == KIND_TCP:
-            return (self.seq, self.length, self.segs) if with_segs else (self.seq, self.length)
+            key = (self.seq, self.length, self.segs) if with_segs else (self.seq, self.length)
+            return key + (self.hdr, self.reason)
         if self.kind == KIND_UDP:
-            return (self.length, self.segs) if with_segs else (self.length,)
-        return (self.digest, self.wirelen)
+            key = (self.length, self.segs) if with_segs else (self.length,)
+            return key + (self.hdr, self.reason)
+        return (self.digest, self.wirelen, self.reason)
 
 
 def tcp_flags_text(flags: int) -> str:
@@ -137,7 +145,8 @@ def tcp_flags_text(flags: int) -> str:
 
 
 def _classify(linktype: int, data: bytes, frame_len: int):
-    """(kind, flow tuple, seq, flags, payload length) of one record.
+    """(kind, flow tuple, seq, flags, payload length, L4 offset, payload offset) of one record
+    (the offsets None for kind bytes).
 
     TCP and UDP are the innermost transport of a packet that is not a
     fragment, whose headers were captured and whose IP length fits the frame
@@ -148,10 +157,22 @@ def _classify(linktype: int, data: bytes, frame_len: int):
     flow = flow_of(d)
     if d.l3_ok and not d.fragment and not d.frag_header:
         if d.l4_proto == 6 and d.payload_off <= d.l3_end:
-            return KIND_TCP, flow, d.seq, d.tcp_flags, d.l3_end - d.payload_off
+            return KIND_TCP, flow, d.seq, d.tcp_flags, d.l3_end - d.payload_off, d.l4, d.payload_off
         if d.l4_proto == 17 and d.payload_off <= d.l3_end:
-            return KIND_UDP, flow, None, 0, d.l3_end - d.payload_off
-    return KIND_BYTES, flow, None, 0, len(data)
+            return KIND_UDP, flow, None, 0, d.l3_end - d.payload_off, d.l4, d.payload_off
+    return KIND_BYTES, flow, None, 0, len(data), None, None
+
+
+_LINK_HEADER = {1: 14, 113: 16, 276: 20}
+
+
+def _header_digest(linktype: int, data: bytes, l4_csum_at: int, payload_at: int) -> bytes:
+    """Digest of the bytes from the network header to the payload: any header
+    field (TTL, TOS, IP ID, flags, window, ACK, options) counts; the link
+    header, the TCP/UDP checksum (which `grotool kernel --csum auto` fixes and
+    replay keeps), the payload and Ethernet padding do not."""
+    start = _LINK_HEADER.get(linktype, 0)
+    return hashlib.sha256(data[start:l4_csum_at] + data[l4_csum_at + 2:payload_at]).digest()[:8]
 
 
 # ----------------------------------------------------------------------------
@@ -227,6 +248,7 @@ class Side:
     packets: int = 0
     counts: Dict[str, int] = field(default_factory=lambda: {KIND_TCP: 0, KIND_UDP: 0, KIND_BYTES: 0})
     sidecar: Optional[str] = None
+    reasons: int = 0                                                # packets with a reason from the sidecar
     flows: Dict[FlowId, List[Packet]] = field(default_factory=dict)
     flow_ids: List[FlowId] = field(default_factory=list)            # by index of first appearance
     order: array = field(default_factory=lambda: array("I"))        # flow index of each record
@@ -277,18 +299,24 @@ def read_side(path: str, sidecar: Optional[str], auto_sidecar: bool, notes: List
                 data = data[:-fcs]
                 wirelen -= fcs
             frame = index + 1
-            kind, tup, seq, flags, length = _classify(linktype, data, max(wirelen, len(data)))
+            kind, tup, seq, flags, length, l4_at, payload_at = _classify(linktype, data, max(wirelen, len(data)))
             flow: FlowId = (kind, tup)
             if kind == KIND_BYTES:
                 pkt = Packet(frame, KIND_BYTES, length, wirelen=wirelen,
                              digest=hashlib.sha256(data).digest(), head=data[:HEAD_BYTES])
             else:
-                pkt = Packet(frame, kind, length, seq=seq, flags=flags, wirelen=wirelen)
-                if entries is not None:
-                    if index >= len(entries):
-                        raise InputError(f"{side.sidecar}: has {len(entries)} packets, "
-                                         f"but {path} has more")
-                    pkt.segs = _sidecar_segs(entries[index], length, f"{side.sidecar}: packet {index}")
+                pkt = Packet(frame, kind, length, seq=seq, flags=flags, wirelen=wirelen,
+                             hdr=_header_digest(linktype, data, l4_at + (16 if kind == KIND_TCP else 6), payload_at))
+            if entries is not None:
+                if index >= len(entries):
+                    raise InputError(f"{side.sidecar}: has {len(entries)} packets, "
+                                     f"but {path} has more")
+                entry = entries[index]
+                if kind != KIND_BYTES:
+                    pkt.segs = _sidecar_segs(entry, pkt.length, f"{side.sidecar}: packet {index}")
+                if isinstance(entry, dict) and isinstance(entry.get("reason"), str):
+                    pkt.reason = entry["reason"]
+                    side.reasons += 1
             counts[pkt.kind] += 1
             lst = flows.get(flow)
             if lst is None:
@@ -344,8 +372,21 @@ def _realign(pa: Sequence[Packet], pb: Sequence[Packet], i: int, j: int) -> Opti
             if j2 >= len(pb) or pb[j2].seq != eb:
                 return None
             eb, j2 = pb[j2].seq_end, j2 + 1
-    kind = "segs" if (i2 - i == 1 and j2 - j == 1 and a.length == b.length) else "split"
+    kind = "split"
+    if i2 - i == 1 and j2 - j == 1 and a.length == b.length:
+        kind = _same_packet_kind(a, b)
     return Region(i, i2, j, j2, kind)
+
+
+def _same_packet_kind(a: Packet, b: Packet) -> str:
+    """What differs between two packets with the same payload."""
+    if a.segs is not None and b.segs is not None and a.segs != b.segs:
+        return "segs"
+    if a.hdr != b.hdr:
+        return "header"
+    if a.reason != b.reason:
+        return "reason"
+    return "segs"
 
 
 def _diff_flow(pa: Sequence[Packet], pb: Sequence[Packet], kind: str, with_segs: bool) -> List[Region]:
@@ -395,6 +436,8 @@ class FlowResult:
     def row(self, pkt: Packet, ordinal: int, in_diff: bool) -> dict:
         row = {"frame": pkt.frame, "ordinal": ordinal, "len": pkt.length, "segs": pkt.segs,
                "in_difference": in_diff}
+        if pkt.reason is not None:
+            row["reason"] = pkt.reason
         if self.kind == KIND_TCP:
             row["seq"] = pkt.seq
             row["rel_seq"] = (pkt.seq - self.seq_base) % SEQ_MOD
@@ -456,12 +499,16 @@ class FlowResult:
             return f"flow only in B ({len(pb)} packets)"
         if self.kind == KIND_TCP:
             base = self.seq_base
+            if r.kind in ("header", "reason"):
+                return (f"rel seq {(pa[r.a0].seq - base) % SEQ_MOD}: same packet ({pa[r.a0].length} bytes), "
+                        + _header_or_reason(pa[r.a0], pb[r.b0]))
             if r.kind in ("split", "segs"):
                 start = (pa[r.a0].seq - base) % SEQ_MOD
                 end = (pa[r.a1 - 1].seq_end - base) % SEQ_MOD
                 if r.kind == "segs":
                     return (f"rel seq {start}: same packet ({pa[r.a0].length} bytes) built from "
                             f"{pa[r.a0].segs} segments in A, {pb[r.b0].segs} in B")
+
                 return (f"rel seq {start}-{end}: A has {self._describe_pkts(pa, r.a0, r.a1)}, "
                         f"B has {self._describe_pkts(pb, r.b0, r.b1)}")
             if r.kind == "extra":
@@ -481,11 +528,21 @@ class FlowResult:
         a, b = pa[r.a0], pb[r.b0]
         if self.kind == KIND_UDP:
             segs = f" ({a.segs} vs {b.segs} segs)" if self.with_segs else ""
+            same = f"; {_header_or_reason(a, b)}" if a.length == b.length and a.segs == b.segs else ""
             return (f"packet #{r.a0 + 1} of the flow: A {a.length} bytes (frame {a.frame}), "
-                    f"B {b.length} bytes (frame {b.frame}){segs}")
+                    f"B {b.length} bytes (frame {b.frame}){segs}{same}")
         where = _first_byte_difference(a, b)
         return (f"packet #{r.a0 + 1} of the flow differs (A frame {a.frame}, {a.length} bytes; "
                 f"B frame {b.frame}, {b.length} bytes): {where}")
+
+
+def _header_or_reason(a: Packet, b: Packet) -> str:
+    if a.hdr != b.hdr:
+        flags = (f"; TCP flags {tcp_flags_text(a.flags)} vs {tcp_flags_text(b.flags)}"
+                 if a.kind == KIND_TCP and a.flags != b.flags else "")
+        return (f"but its headers differ (frames {a.frame} and {b.frame}: TTL/hop limit, TOS, IP ID, "
+                f"TCP flags, window, ACK or options){flags}")
+    return f"but flushed for {a.reason} in A (frame {a.frame}), {b.reason} in B (frame {b.frame})"
 
 
 def _first_byte_difference(a: Packet, b: Packet) -> str:
@@ -614,8 +671,16 @@ def compare_captures(path_a: str, path_b: str, *, require_order: bool = False,
         missing = [x for x, s in (("A", a), ("B", b)) if not s.has_segs]
         notes.append(f"segments not compared (no per-packet sidecar for {' and '.join(missing)}): "
                      "TCP packets compared by (seq, payload length), UDP by payload length")
-    notes.append("timestamps, MAC addresses, IP headers, TCP flags, ACKs and checksums of TCP/UDP "
-                 "packets are not compared")
+    if a.reasons and b.reasons:
+        notes.append("flush reasons compared (both sidecars have them)")
+    else:
+        for side in (a, b):
+            for pkts in side.flows.values():
+                for p in pkts:
+                    p.reason = None
+    notes.append("TCP/UDP headers compared as bytes from the network header to the payload; "
+                 "timestamps, link headers (MAC addresses), TCP/UDP checksums and Ethernet padding "
+                 "are not compared")
     flow_ids: List[FlowId] = list(a.flows)
     flow_ids += [f for f in b.flows if f not in a.flows]
     results: List[FlowResult] = []

@@ -5,8 +5,9 @@ Glue between grotool.io, grotool.engine and grotool.report; no printing.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional, Sequence
 
 from .engine import Engine, Settings
 from .errors import InputError
@@ -71,26 +72,74 @@ class PacketLog:
             pass
 
 
+def output_format_for(output_path: Optional[str], output_format: Optional[str] = None) -> str:
+    """The explicit format, else pcapng for a name ending in .pcapng, else pcap."""
+    if output_format:
+        return output_format
+    if output_path and output_path.lower().endswith(".pcapng"):
+        return "pcapng"
+    return "pcap"
+
+
+def _progress_sink(progress: Callable, reader, every: int = 2048):
+    """A delivery sink that reports progress every ``every`` input frames."""
+    state = {"frames": 0, "next": every}
+
+    def sink(d):
+        state["frames"] += d.segs
+        if state["frames"] >= state["next"]:
+            state["next"] = state["frames"] + every
+            progress(state["frames"], reader)
+    return sink
+
+
 def replay(input_path: str, output_path: Optional[str], settings: Settings,
-           packets_path: Optional[str] = None) -> ReplayResult:
+           packets_path: Optional[str] = None, *, output_format: Optional[str] = None,
+           observers: Sequence[Callable] = (), progress: Optional[Callable] = None) -> ReplayResult:
+    """Replay a capture file.  ``observers`` are called with every Delivery in
+    delivery order (plots, the API); one with a ``start(linktype)`` method is
+    told the link type first.  ``progress(frames, reader)`` is called every
+    few thousand frames (the CLI's progress bar)."""
     with CaptureReader(input_path) as reader:
         linktype = reader.linktype if reader.linktype is not None else 1
         engine = Engine(linktype, settings)
         collector = StatsCollector(linktype, settings.layout, settings.max_skb_frags,
                                    vxlan_ports=settings.vxlan_ports, geneve_ports=settings.geneve_ports)
-        writer = PcapWriter(output_path, linktype, output_snaplen(settings)) if output_path else None
+        fmt = output_format_for(output_path, output_format)
+        pcapng = None
+        writer = None
+        if output_path and fmt == "pcapng":
+            from .io.pcapng_writer import PcapngFile
+
+            pcapng = writer = PcapngFile(output_path, linktype, output_snaplen(settings),
+                                         section_comment=f"grotool replay of {os.path.basename(input_path)}")
+        elif output_path:
+            writer = PcapWriter(output_path, linktype, output_snaplen(settings))
         log = PacketLog(packets_path, collector.namer) if packets_path else None
+        sinks = [collector.add]
         if log is not None:
-            def add(d, _stats=collector.add, _log=log.add):
-                _stats(d)
-                _log(d)
-        else:
+            sinks.append(log.add)
+        if pcapng is not None:
+            l4_csum = settings.l4_csum
+            sinks.append(lambda d, _w=pcapng.write_delivery: _w(d, l4_csum))
+        for observer in observers:
+            start = getattr(observer, "start", None)
+            if start is not None:
+                start(linktype)
+            sinks.append(observer)
+        if progress is not None:
+            sinks.append(_progress_sink(progress, reader))
+        if len(sinks) == 1:
             add = collector.add
+        else:
+            def add(d, _sinks=tuple(sinks)):
+                for sink in _sinks:
+                    sink(d)
         fcs = reader.fcs_len
         first_ts = last_ts = None
         try:
             feed = engine.feed
-            write = writer.write if writer else None
+            write = writer.write if writer is not None and pcapng is None else None
             for ts, data, wirelen in reader:
                 if fcs and len(data) >= fcs and wirelen >= len(data):
                     # the kernel never sees the FCS: strip it before GRO

@@ -157,16 +157,22 @@ from .hostopts import host_options, host_settings, layout_option  # noqa: E402
 @click.option("--packets", "packets_path", metavar="FILE", default=None,
               help="Write one JSON line per delivered packet: segments, gso_size, reason, input frames covered.")
 @click.option("--top", type=click.IntRange(0, 1 << 30), default=20, show_default=True, help="Flows shown in the table.")
-@click.option("--quiet", "-q", is_flag=True, help="No table.")
+@click.option("--format", "output_format", type=click.Choice(["pcap", "pcapng"]), default=None,
+              help="OUTPUT format (default: pcapng for a name ending in .pcapng, else pcap). pcapng carries a "
+                   "comment per packet: segments, gso_size, gso_type, input frames covered, reason.")
+@click.option("--plot", "plot_path", metavar="FILE", default=None,
+              help="Also draw the plot of `grotool plot` (needs the 'plot' extra: matplotlib).")
+@click.option("--quiet", "-q", is_flag=True, help="No table, no progress bar.")
 @host_options
 @layout_option
 @user_errors
 def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro, gro_max_size, gro_ipv4_max_size,
            max_skb_frags, gro_normal_batch, hz, rx_queues, rss_key, veth_rss, rx_usecs, rx_frames,
-           gro_flush_timeout, napi_defer_hard_irqs, poll_ns_per_frame, json_path, packets_path, top, quiet, layout,
-           **host):
+           gro_flush_timeout, napi_defer_hard_irqs, poll_ns_per_frame, json_path, packets_path, top, output_format,
+           plot_path, quiet, layout, **host):
     """Replay INPUT (pcap/pcapng, gzip ok, '-' for stdin) through simulated GRO;
-    write what Linux would deliver to OUTPUT (pcap, '-' for stdout)."""
+    write what Linux would deliver to OUTPUT (pcap, or annotated pcapng for a name
+    ending in .pcapng or with --format pcapng; '-' for stdout)."""
     from ..replay import replay as run_replay
 
     settings = Settings(device=device, budget=budget, csum=csum, l4_csum=l4_csum, gro=gro, vlan_gro=vlan_gro,
@@ -178,7 +184,11 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
                         **host_settings(host))
     if output_path == "-" and json_path == "-":
         raise click.UsageError("OUTPUT and --json cannot both be standard output")
-    result = run_replay(input_path, output_path, settings, packets_path)
+    from .extras import replay_extras
+
+    with replay_extras(input_path, settings, plot_path, quiet) as extras:
+        result = run_replay(input_path, output_path, settings, packets_path, output_format=output_format,
+                            observers=extras.observers, progress=extras.progress)
     console = _stderr_console() if (output_path == "-" or json_path == "-") else Console(highlight=False)
     st = result.engine_stats
     if st.csum_offloaded or st.csum_bad:
@@ -334,3 +344,11 @@ def kernel(input_path, output_path, json_path, csum, udp_gro_forwarding, rx_gro_
         click.echo("grotool: error: the kernel run was unreliable (drops or unaccounted segments); see warnings",
                    err=True)
         sys.exit(EXIT_ENVIRONMENT)
+
+
+# Commands defined in their own modules (they reuse replay's options above).
+from .check_cmd import check  # noqa: E402
+from .plot_cmd import plot  # noqa: E402
+
+main.add_command(check)
+main.add_command(plot)

@@ -1,0 +1,204 @@
+"""grotool's Python API: a small, stable contract like the command line.
+
+    >>> import grotool
+    >>> run = grotool.Replay("captures/bulk-4flows.pcap", device="veth")
+    >>> for packet in run:
+    ...     pass
+    >>> run.statistics.packets_out
+    73
+
+Documented in docs/api.md.  Everything public is exported from ``grotool``:
+``Replay``, ``Packet``, ``Statistics``, ``FlowStatistics``, ``Settings``,
+``GrotoolError``, ``InputError``.  Names not listed there may change.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Union
+
+from .engine import Engine
+from .engine.config import Settings
+from .errors import GrotoolError, InputError
+
+__all__ = ["Replay", "Packet", "Statistics", "FlowStatistics", "Settings", "GrotoolError", "InputError"]
+
+Frame = Union[Tuple[int, bytes], Tuple[int, bytes, int]]
+
+
+@dataclass(frozen=True)
+class Packet:
+    """One packet Linux would hand to the stack: a super-packet, or a frame
+    that was not merged (its bytes unchanged)."""
+
+    data: bytes = field(repr=False)  # the packet, link header included
+    timestamp_ns: int                # its first frame's timestamp
+    segments: int                    # input frames it covers
+    frames: Tuple[int, ...]          # those frames' numbers, 1-based as Wireshark shows them
+    reason: str                      # why it was delivered now (`grotool reasons`)
+    flow: str                        # e.g. "tcp 10.1.0.1:40000 > 10.0.0.1:5201"
+    gso_size: int = 0                # super-packets: the segment size (mss)
+    gso_type: Tuple[str, ...] = ()   # super-packets: e.g. ("tcpv4",)
+    queue: int = 0                   # RX queue (NAPI instance)
+    poll: int = 0                    # NAPI poll number on that queue
+
+    @property
+    def is_super_packet(self) -> bool:
+        return self.segments > 1
+
+
+@dataclass(frozen=True)
+class FlowStatistics:
+    flow: str
+    frames_in: int
+    packets_out: int
+    super_packets: int
+    max_segments: int
+    flush_reasons: Dict[str, int]    # most frequent first
+
+
+@dataclass(frozen=True)
+class Statistics:
+    frames_in: int
+    packets_out: int
+    super_packets: int
+    coalescing_ratio: float          # frames in / packets out
+    flush_reasons: Dict[str, int]    # most frequent first
+    flows: Tuple[FlowStatistics, ...]   # busiest first
+    document: dict                   # the whole grotool.stats/1 document (docs/json.md)
+
+
+class Replay:
+    """Replay a capture, or frames, through grotool's simulation of Linux GRO.
+
+    ``source`` is a capture path (pcap or pcapng, gzip ok) or an iterable of
+    ``(timestamp_ns, frame_bytes)`` (or ``(timestamp_ns, frame_bytes,
+    wire_length)``) tuples; ``linktype`` says what the frames are (default 1,
+    Ethernet; a capture file says it itself).  Settings come as a
+    ``grotool.Settings`` or as keyword arguments named like the replay
+    options (``device="veth"``, ``budget=64``, ``gro_flush_timeout=...``).
+
+    Iterating yields ``Packet`` objects in delivery order, lazily; a Replay
+    runs once.  ``statistics`` is ready after the iteration (reading it
+    earlier runs the replay to its end).  Bad input raises ``InputError``.
+    """
+
+    def __init__(self, source: Union[str, os.PathLike, Iterable[Frame]], settings: Optional[Settings] = None, *,
+                 linktype: Optional[int] = None, events: bool = False, **options):
+        if settings is not None and options:
+            raise TypeError("give either settings or keyword options, not both")
+        try:
+            self.settings = settings if settings is not None else Settings(**options)
+            self.settings.validate()
+        except TypeError as exc:
+            raise TypeError(f"unknown replay option: {exc}") from None
+        if events:
+            # Decision events (issue 10, part 1) come from the engine; this is
+            # where Replay will switch them on and expose them as ``events()``.
+            raise NotImplementedError("decision events are not available yet in this grotool version")
+        self._source = source
+        self._linktype = linktype
+        self._iterator: Optional[Iterator[Packet]] = None
+        self._statistics: Optional[Statistics] = None
+        self._started = False
+
+    # -- iteration -----------------------------------------------------------------
+    def __iter__(self) -> Iterator[Packet]:
+        if self._started:
+            raise RuntimeError("a Replay runs once; make a new one to replay again")
+        self._started = True
+        return self._run()
+
+    @property
+    def statistics(self) -> Statistics:
+        if self._statistics is None:
+            if not self._started:
+                for _ in self:
+                    pass
+            else:
+                raise RuntimeError("statistics are ready once the iteration has ended")
+        return self._statistics
+
+    def packets(self) -> List[Packet]:
+        """All packets at once (small captures)."""
+        return list(self)
+
+    def _run(self) -> Iterator[Packet]:
+        from .report.flows import flow_label
+        from .report.stats import StatsCollector
+
+        records, linktype, close = self._open()
+        try:
+            engine = Engine(linktype, self.settings)
+            collector = StatsCollector(linktype)
+            namer = collector.namer
+            add = collector.add
+
+            def packet(d) -> Packet:
+                add(d)
+                return Packet(d.data, d.ts, d.segs, tuple(i + 1 for i in d.indices), d.reason,
+                              flow_label(namer(d.key, d.data)), d.gso_size, tuple(d.gso_type), d.queue, d.poll)
+
+            feed = engine.feed
+            for ts, data, wirelen in records:
+                for d in feed(ts, data, wirelen):
+                    yield packet(d)
+            for d in engine.finish():
+                yield packet(d)
+        finally:
+            close()
+        self._statistics = _statistics(collector.document({"linktype": linktype, "packets": engine.stats.frames},
+                                                          self.settings.as_dict()))
+
+    def _open(self):
+        source = self._source
+        if isinstance(source, (str, os.PathLike)):
+            from .io.capture import CaptureReader
+
+            reader = CaptureReader(os.fspath(source))
+            linktype = reader.linktype if reader.linktype is not None else 1
+            if self._linktype is not None and self._linktype != linktype:
+                reader.close()
+                raise InputError(f"{reader.name}: link type {linktype}, not {self._linktype}")
+            fcs = reader.fcs_len
+
+            def records():
+                for ts, data, wirelen in reader:
+                    if fcs and len(data) >= fcs and wirelen >= len(data):
+                        data, wirelen = data[:-fcs], wirelen - fcs      # the kernel never sees the FCS
+                    yield ts, data, wirelen
+            return records(), linktype, reader.close
+        return _frames(source), self._linktype if self._linktype is not None else 1, lambda: None
+
+
+def _frames(source: Iterable[Frame]):
+    for k, item in enumerate(source):
+        try:
+            if len(item) == 2:
+                ts, data = item
+                wirelen = -1
+            else:
+                ts, data, wirelen = item
+        except (TypeError, ValueError):
+            raise InputError(f"frame {k + 1}: expected (timestamp_ns, bytes) or (timestamp_ns, bytes, wire_length)") \
+                from None
+        if not isinstance(data, (bytes, bytearray, memoryview)) or not isinstance(ts, int):
+            raise InputError(f"frame {k + 1}: expected an integer timestamp in ns and bytes")
+        yield ts, bytes(data), wirelen
+
+
+def _statistics(doc: dict) -> Statistics:
+    from .report.flows import flow_label
+
+    def label(flow: dict) -> str:
+        tunnel = flow.get("tunnel")
+        t = (tunnel["kind"], tunnel["src"], tunnel["dst"]) if tunnel else ()
+        return flow_label((flow["proto"], flow["src"], flow["dst"], flow["sport"], flow["dport"],
+                           tuple(flow["vlan"]), t))
+
+    totals = doc["totals"]
+    flows = tuple(FlowStatistics(label(f["flow"]), f["packets_in"], f["packets_out"], f["super_packets"],
+                                 f["max_segs"], dict(f["flush_reasons"])) for f in doc["flows"])
+    return Statistics(totals["packets_in"], totals["packets_out"], totals["super_packets"],
+                      totals["coalescing_ratio"], dict(totals["flush_reasons"]), flows, doc)

@@ -1,0 +1,134 @@
+"""`grotool check`: replay captures against their goldens (CI regression)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..errors import EXIT_BAD_INPUT, EXIT_DIFFERENT, EXIT_OK
+from . import user_errors
+from .options import explicit_settings, replay_settings_options, settings_from_options
+from .progress import ProgressBar, input_size, progress_wanted, reader_position
+
+_STYLE = {"pass": "green", "unchanged": "green", "written": "cyan", "updated": "cyan",
+          "fail": "bold red", "kept": "bold red", "error": "bold magenta", "no golden": "bold magenta"}
+
+
+@click.command("check")
+@click.argument("paths", metavar="PATH...", nargs=-1, required=True)
+@click.option("--update", is_flag=True,
+              help="Write missing goldens and rewrite the others from this replay (after reviewing the change). "
+                   "Replay options given here are recorded in every golden written; without any, an existing "
+                   "golden keeps its settings.")
+@click.option("--from-kernel", is_flag=True,
+              help="With --update: take the expectation from the real kernel (grotool kernel; root, "
+                   "--device veth settings) and record that origin.")
+@click.option("--junit", "junit_path", metavar="FILE", default=None, help="Write a JUnit XML report.")
+@click.option("--max-differences", type=click.IntRange(1, 1 << 20), default=10, show_default=True,
+              help="Differences explained per capture.")
+@replay_settings_options
+@click.option("--quiet", "-q", is_flag=True, help="Only the summary line and the exit code.")
+@click.pass_context
+@user_errors
+def check(ctx, paths, update, from_kernel, junit_path, max_differences, quiet, **options):
+    """Replay each capture (files or folders) with its golden's settings and
+    compare with the golden (x.pcap + x.gro).
+
+    Exit 0 when all pass, 1 when any differs, 3 when a capture or golden is
+    unreadable or missing."""
+    from ..check import check_target, describe_difference, find_targets, junit_xml
+
+    given = explicit_settings(ctx)
+    settings = settings_from_options(options)
+    if given and not update:
+        raise click.UsageError("replay options are for --update; a check replays with each golden's settings")
+    if from_kernel and not update:
+        raise click.UsageError("--from-kernel goes with --update")
+    if from_kernel and given:
+        from ..check import kernel_settings_problem
+
+        problem = kernel_settings_problem(settings)
+        if problem:
+            raise click.UsageError(problem)
+    targets = find_targets(paths)
+    console = Console(highlight=False)
+    sizes = [input_size(t.capture) if t.capture else 0 for t in targets]
+    bar = ProgressBar(progress_wanted(quiet), sum(s or 0 for s in sizes) or None, "check")
+    results = []
+    frames_done = bytes_done = 0
+    try:
+        for target, size in zip(targets, sizes):
+            bar.next_input(frames_done, bytes_done, f"check {os.path.basename(target.capture or target.golden)}")
+            progress = (lambda frames, reader: bar.update(frames, reader_position(reader))) if bar.enabled else None
+            result = check_target(target, update=update, settings=settings if given else None,
+                                  from_kernel=from_kernel, progress=progress)
+            results.append(result)
+            frames_done += result.frames
+            bytes_done += size or 0
+    finally:
+        bar.close()
+    if junit_path:
+        _write_bytes(junit_xml(results, max_differences), junit_path)
+    if not quiet:
+        _render(console, results, max_differences, describe_difference)
+    failed = sum(1 for r in results if r.failed)
+    broken = sum(1 for r in results if r.broken)
+    passed = len(results) - failed - broken
+    verb = "ok" if update else "passed"
+    summary = f"{len(results)} capture{'s' if len(results) != 1 else ''}: {passed} {verb}, {failed} failed, " \
+              f"{broken} unreadable or missing"
+    click.echo(summary, err=quiet)
+    sys.exit(EXIT_BAD_INPUT if broken else EXIT_DIFFERENT if failed else EXIT_OK)
+
+
+def _render(console: Console, results, max_differences: int, describe_difference) -> None:
+    table = Table(title="grotool check", header_style="bold")
+    table.add_column("capture", overflow="fold")
+    table.add_column("origin", overflow="fold")
+    table.add_column("packets", justify="right")
+    table.add_column("result", overflow="fold")
+    for r in results:
+        status = r.status
+        if r.failed:
+            status += f" ({len(r.differences)} difference{'s' if len(r.differences) != 1 else ''})"
+        origin = (r.origin or "-").split(" --")[0].replace("grotool ", "")
+        table.add_row(r.capture or r.golden, origin, str(r.packets) if r.packets else "-",
+                      Text(status, style=_STYLE.get(r.status, "")))
+    console.print(table)
+    for r in results:
+        if r.broken:
+            console.print(Text(f"{r.capture or r.golden}: {r.message}", style="magenta"), soft_wrap=True)
+            continue
+        if not r.differences and not r.message:
+            continue
+        if not r.failed and not r.differences:
+            continue
+        console.print(Text(f"{r.capture}: {r.status} against {r.golden} (origin {r.origin})", style="bold"), soft_wrap=True)
+        if r.message:
+            console.print(f"  {r.message}")
+        for d in r.differences[:max_differences]:
+            for line in describe_difference(r.capture, d, r.settings_args):
+                console.print(Text("  " + line), soft_wrap=True)
+        if len(r.differences) > max_differences:
+            console.print(f"  ... {len(r.differences) - max_differences} more differences (--max-differences)")
+
+
+def _write_bytes(data: bytes, path: str) -> None:
+    from ..errors import InputError
+
+    tmp = f"{path}.grotool-tmp"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise InputError(f"{path}: cannot write the JUnit report: {exc.strerror}") from None

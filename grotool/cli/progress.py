@@ -1,0 +1,101 @@
+"""A rich progress bar for long runs (replay, plot, check) on a terminal.
+
+Shown only when both standard output and standard error are terminals, not
+with -q, and only once a run has lasted about a second: short runs and
+scripts see nothing extra.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Optional
+
+SHOW_AFTER_SECONDS = 1.0
+
+
+def progress_wanted(quiet: bool) -> bool:
+    if quiet:
+        return False
+    try:
+        return sys.stdout.isatty() and sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def input_size(path: str) -> Optional[int]:
+    """Bytes of a regular input file (for the ETA), None for stdin or a pipe."""
+    if path == "-":
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    import stat
+
+    return st.st_size if stat.S_ISREG(st.st_mode) and st.st_size else None
+
+
+def reader_position(reader) -> Optional[int]:
+    """Bytes of the input file consumed so far (compressed bytes for gzip)."""
+    raw = getattr(reader, "_owned", None)
+    if raw is None:
+        return None
+    try:
+        return raw.tell()
+    except (OSError, ValueError):
+        return None
+
+
+class ProgressBar:
+    """``update(frames, position)``; ``close()``.  Draws nothing until
+    SHOW_AFTER_SECONDS have passed, and nothing at all when disabled."""
+
+    def __init__(self, enabled: bool, total_bytes: Optional[int], description: str = "replay"):
+        self.enabled = enabled
+        self.total = total_bytes
+        self.description = description
+        self._started = time.monotonic()
+        self._progress = None
+        self._task = None
+        self._base_frames = 0
+        self._base_bytes = 0
+
+    def next_input(self, frames_done: int, bytes_done: int, description: Optional[str] = None) -> None:
+        """check: a new capture starts; counts so far carry over."""
+        self._base_frames = frames_done
+        self._base_bytes = bytes_done
+        if description:
+            self.description = description
+            if self._progress is not None:
+                self._progress.update(self._task, description=description)
+
+    def update(self, frames: int, position: Optional[int]) -> None:
+        if not self.enabled:
+            return
+        elapsed = time.monotonic() - self._started
+        if self._progress is None:
+            if elapsed < SHOW_AFTER_SECONDS:
+                return
+            self._start()
+        total_frames = self._base_frames + frames
+        self._progress.update(self._task, completed=self._base_bytes + (position or 0),
+                              frames=total_frames, rate=f"{total_frames / elapsed:>9,.0f} frames/s")
+
+    def _start(self) -> None:
+        from rich.console import Console
+        from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn,
+                                   TimeRemainingColumn)
+
+        columns = [TextColumn("[bold]{task.description}"), BarColumn(),
+                   TextColumn("{task.fields[frames]:>10,} frames"), TextColumn("{task.fields[rate]}"),
+                   DownloadColumn(), TimeRemainingColumn() if self.total else TimeElapsedColumn()]
+        self._progress = Progress(*columns, console=Console(stderr=True), transient=True, refresh_per_second=8)
+        self._progress.start()
+        self._task = self._progress.add_task(self.description, total=self.total, frames=0, rate="")
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
