@@ -6,11 +6,13 @@ Glue between grotool.io, grotool.engine and grotool.report; no printing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 from .engine import Engine, Settings
 from .errors import InputError
 from .io.capture import CaptureReader, PcapWriter
+from .io.safe_output import check_outputs
+from .linktypes import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, SUPPORTED_LINKTYPES
 from .report.stats import StatsCollector
 
 
@@ -20,6 +22,15 @@ class ReplayResult:
     collector: StatsCollector
     engine_stats: object
     frames: int
+    truncation: Optional[dict] = None       # the input's last record was cut short: where
+    over_mtu: int = 0                       # frames longer than the link MTU (captured on a host)
+    first_over_mtu: Optional[Tuple[int, int]] = None   # (record number, length) of the first
+
+
+DEFAULT_MTU = 1500
+# link header bytes in front of the IP packet, per link type (VLAN tags come on top)
+LINK_HEADER_BYTES = {LINKTYPE_ETHERNET: 14, LINKTYPE_LINUX_SLL: 16, LINKTYPE_LINUX_SLL2: 20}
+VLAN_ETHERTYPES = (0x8100, 0x88A8, 0x9100)
 
 
 def output_snaplen(settings: Settings) -> int:
@@ -27,77 +38,113 @@ def output_snaplen(settings: Settings) -> int:
     return max(262144, max(settings.gro_max_size, settings.gro_ipv4_max_size) + 512)
 
 
+def _l3_length(linktype: int, data: bytes, wirelen: int) -> int:
+    """Bytes on the wire after the link header and any VLAN tags: what the MTU bounds."""
+    length = wirelen - LINK_HEADER_BYTES.get(linktype, 0)
+    if linktype == LINKTYPE_ETHERNET:
+        at = 12
+        while len(data) >= at + 6 and ((data[at] << 8) | data[at + 1]) in VLAN_ETHERTYPES:
+            length -= 4
+            at += 4
+    return length
+
+
 class PacketLog:
     """--packets FILE: one JSON object per delivered packet (JSON Lines), for
     debugging single flush decisions and for `grotool compare` sidecars."""
 
-    def __init__(self, path: str, namer):
+    def __init__(self, path: str, describe):
         import json
 
+        from .io.jsonout import JsonLinesWriter
+
         self._dumps = json.dumps
-        self._namer = namer
-        self._tmp = f"{path}.grotool-tmp"
-        self._path = path
-        try:
-            self._f = open(self._tmp, "w")
-        except OSError as exc:
-            raise InputError(f"{path}: cannot write: {exc.strerror}") from None
+        self._describe = describe
+        self._out = JsonLinesWriter(path, "--packets")
         self._n = 0
 
     def add(self, d) -> None:
         from .report.flows import flow_label
 
-        self._f.write(self._dumps({
+        entry = {
             "index": self._n, "ts_ns": d.ts, "len": len(d.data), "segs": d.segs, "gso_size": d.gso_size,
             "gso_type": list(d.gso_type), "reason": d.reason, "covers": list(d.indices),
-            "flow": flow_label(self._namer(d.key, d.data)), "queue": d.queue, "poll": d.poll,
-        }) + "\n")
+            "flow": flow_label(self._describe(d)), "queue": d.queue, "poll": d.poll,
+        }
+        if d.interface:
+            entry["interface"] = d.interface
+        self._out.write_line(self._dumps(entry))
         self._n += 1
 
     def close(self) -> None:
-        import os
-
-        self._f.close()
-        os.replace(self._tmp, self._path)
+        self._out.close()
 
     def abort(self) -> None:
-        import os
-
-        self._f.close()
-        try:
-            os.unlink(self._tmp)
-        except OSError:
-            pass
+        self._out.abort()
 
 
 def replay(input_path: str, output_path: Optional[str], settings: Settings,
-           packets_path: Optional[str] = None) -> ReplayResult:
-    with CaptureReader(input_path) as reader:
+           packets_path: Optional[str] = None, mtu: int = DEFAULT_MTU) -> ReplayResult:
+    """Replay a capture.  Every output path is checked before the first frame is
+    read (OutputError); a last record cut short ends the input early and is
+    reported in ``truncation``; frames of link types grotool does not parse
+    are passed through (reason unknown_link_type)."""
+    check_outputs([output_path, packets_path], ["output capture", "--packets"])
+    with CaptureReader(input_path, any_linktype=True, tolerate_truncation=True) as reader:
         linktype = reader.linktype if reader.linktype is not None else 1
         engine = Engine(linktype, settings)
-        collector = StatsCollector(linktype)
-        writer = PcapWriter(output_path, linktype, output_snaplen(settings)) if output_path else None
-        log = PacketLog(packets_path, collector.namer) if packets_path else None
-        if log is not None:
-            def add(d, _stats=collector.add, _log=log.add):
-                _stats(d)
-                _log(d)
-        else:
-            add = collector.add
-        fcs = reader.fcs_len
+        collector = StatsCollector(linktype, reader.interfaces)
+        writer = None
+        log = None
         first_ts = last_ts = None
+        over_mtu = 0
+        first_over_mtu = None
         try:
+            writer = PcapWriter(output_path, linktype, output_snaplen(settings)) if output_path else None
+            log = PacketLog(packets_path, collector.describe) if packets_path else None
+            if log is not None:
+                def add(d, _stats=collector.add, _log=log.add):
+                    _stats(d)
+                    _log(d)
+            else:
+                add = collector.add
             feed = engine.feed
             write = writer.write if writer else None
-            for ts, data, wirelen in reader:
+            # per interface: (link type, FCS bytes, longest frame within the MTU)
+            known = {}
+
+            def interface(ifid: int):
+                info = reader.interfaces[ifid] if ifid < len(reader.interfaces) else {}
+                lt = info.get("linktype", linktype)
+                fcs = info.get("fcs_len", reader.fcs_len) if info else reader.fcs_len
+                if lt != linktype:
+                    if writer is not None:
+                        raise InputError(
+                            f"{reader.name}: interface {ifid} has link type {lt}, interface 0 has {linktype}: "
+                            "one pcap file holds one link type (omit OUTPUT for statistics only)")
+                    engine.interface_linktypes[ifid] = lt
+                limit = mtu + LINK_HEADER_BYTES[lt] if lt in LINK_HEADER_BYTES else \
+                    mtu if lt in SUPPORTED_LINKTYPES else 1 << 62
+                known[ifid] = entry = (lt, fcs, limit)
+                return entry
+
+            for ts, data, wirelen, ifid in reader.records_with_interface():
+                entry = known.get(ifid)
+                if entry is None:
+                    entry = interface(ifid)
+                lt, fcs, limit = entry
                 if fcs and len(data) >= fcs and wirelen >= len(data):
                     # the kernel never sees the FCS: strip it before GRO
                     data = data[:-fcs]
                     wirelen -= fcs
+                if wirelen > limit and _l3_length(lt, data, wirelen) > mtu:
+                    over_mtu += 1
+                    if first_over_mtu is None:
+                        first_over_mtu = (reader.records_read, wirelen)
                 if first_ts is None:
                     first_ts = ts
                 last_ts = ts
-                out = feed(ts, data, wirelen)
+                out = feed(ts, data, wirelen, ifid)
                 if out:
                     for d in out:
                         add(d)
@@ -107,16 +154,16 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
                 add(d)
                 if write:
                     write(d.ts, d.data)
+            if writer:
+                writer.close()
+            if log:
+                log.close()
         except BaseException:
             if writer:
                 writer.abort()
             if log:
                 log.abort()
             raise
-        if writer:
-            writer.close()
-        if log:
-            log.close()
         frames = engine.stats.frames
         if collector.packets_in != frames:
             raise RuntimeError(f"accounting error: {frames} frames in, {collector.packets_in} accounted for")
@@ -129,7 +176,13 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
             "packets": frames,
             "first_ts_ns": first_ts,
             "last_ts_ns": last_ts,
+            "mtu": mtu,
+            "frames_over_mtu": over_mtu,
+            "truncated": reader.truncation,
         }
+        if reader.format == "pcapng":
+            input_info["interfaces"] = [{"id": i["id"], "name": i["name"], "linktype": i["linktype"]}
+                                        for i in reader.interfaces]
         checks = {"tcp_offloaded": st.csum_offloaded, "tcp_verified": st.csum_verified,
                   "tcp_bad": st.csum_bad, "ip_header_bad": st.ip_csum_bad}
         doc = collector.document(input_info, settings.as_dict(), checks)
@@ -137,4 +190,4 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
         doc["totals"]["irqs"] = st.irqs
         doc["totals"]["timer_polls"] = st.timer_polls
         doc["totals"]["normal_batches"] = st.normal_batches
-        return ReplayResult(doc, collector, st, frames)
+        return ReplayResult(doc, collector, st, frames, reader.truncation, over_mtu, first_over_mtu)

@@ -6,6 +6,7 @@ from itertools import zip_longest
 from typing import List, Optional
 
 from rich.console import Console, Group
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -31,11 +32,11 @@ def render_compare_doc(doc: dict, console: Console, *, max_flows: int = 20, max_
                          f" ({b['packets']} packets)   ", verdict)
     console.print(head)
     compared = doc["compared"]
-    console.print(
+    console.print(Text(
         "compared per flow: TCP (" + ", ".join(compared["tcp"]) + "), UDP (" + ", ".join(compared["udp"])
         + "), other packets by exact bytes; global order "
         + ("required" if compared["require_order"] else "not required"),
-        style="dim", highlight=False)
+        style="dim"))
 
     flows = doc["flows"]
     ranked = sorted(range(len(flows)), key=lambda k: (flows[k]["status"] == "identical", k))
@@ -49,9 +50,10 @@ def render_compare_doc(doc: dict, console: Console, *, max_flows: int = 20, max_
     for k in ranked[:max_flows]:
         f = flows[k]
         first = f["first_difference"]
-        table.add_row(f["label"], f["kind"], str(f["packets_a"]), str(f["packets_b"]),
+        # data is never markup: an IPv6 address in brackets would vanish
+        table.add_row(Text(f["label"]), f["kind"], str(f["packets_a"]), str(f["packets_b"]),
                       Text(STATUS_TEXT[f["status"]], style=STATUS_STYLE[f["status"]]),
-                      first["summary"] if first else "")
+                      Text(first["summary"]) if first else "")
     hidden = len(ranked) - max_flows
     if hidden > 0:
         rest = [flows[k]["status"] for k in ranked[max_flows:]]
@@ -80,7 +82,7 @@ def render_compare_doc(doc: dict, console: Console, *, max_flows: int = 20, max_
                           "(the flows differ, see above)", highlight=False)
 
     for note in doc["notes"]:
-        console.print(f"note: {note}", style="dim", highlight=False)
+        console.print(Text(f"note: {note}", style="dim"))
     console.print(
         f"{counts['flows']} flows: {counts['flows_identical']} identical, {counts['flows_different']} different, "
         f"{counts['flows_only_in_a']} only in A, {counts['flows_only_in_b']} only in B; "
@@ -101,15 +103,15 @@ def _flow_panel(f: dict) -> Panel:
     for ra, rb in _aligned(ctx["a"], ctx["b"]):
         cells: List = _cells(kind, ra, cols) + ["│"] + _cells(kind, rb, cols)
         table.add_row(*cells)
-    title = f"{f['label']}: {STATUS_TEXT[f['status']]}"
+    title = escape(f"{f['label']}: {STATUS_TEXT[f['status']]}")
     sub = []
     if kind == "tcp" and ctx.get("seq_base") is not None:
         sub.append(f"seq relative to {ctx['seq_base']}")
     if f["differing_regions"] > 1:
         sub.append(f"{f['differing_regions']} differing regions in this flow; the first is shown")
     body = Group(Text(first["summary"], style="bold"), table)
-    return Panel(body, title=title, title_align="left", subtitle="; ".join(sub) or None,
-                 subtitle_align="left", border_style="red")
+    return Panel(body, title=title, title_align="left", subtitle=escape("; ".join(sub)) or None,
+                 subtitle_align="left", border_style="red", expand=False)
 
 
 def _split(rows: List[dict]):
@@ -171,7 +173,7 @@ def _cells(kind: str, row: Optional[dict], cols) -> List:
             value = row["flags"]
         else:
             value = ""
-        out.append(Text(value, style=style) if style else value)
+        out.append(Text(value, style=style or ""))
     if row["in_difference"]:
         out[0] = Text("▶ " + str(row["frame"]), style=DIFF_STYLE)
     return out
@@ -199,4 +201,4 @@ def _order_panel(order: dict) -> Panel:
         table.add_row(Text(str(pos + 1), style=style or ""), *cells(ra), "│", *cells(rb))
     title = "global order: " + ("differs (required)" if order["required"] else "differs (not required)")
     return Panel(Group(Text(first["summary"], style="bold"), table), title=title, title_align="left",
-                 border_style="red" if order["required"] else "yellow")
+                 border_style="red" if order["required"] else "yellow", expand=False)

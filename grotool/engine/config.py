@@ -36,7 +36,6 @@ class Settings:
     rx_frames: int = 32              # ethtool -C rx-frames (0: no frame threshold)
     gro_flush_timeout: int = 0       # ns, /sys/class/net/DEV/gro_flush_timeout
     napi_defer_hard_irqs: int = 0    # /sys/class/net/DEV/napi_defer_hard_irqs
-    netdev_budget: int = 300         # net.core.netdev_budget (packets per softirq)
     poll_ns_per_frame: int = 0       # nic: time a poll spends per frame (0: polls take no time)
 
     def validate(self) -> None:

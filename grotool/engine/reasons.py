@@ -72,6 +72,7 @@ REASONS = {
     # grotool's own
     "capture_truncated": ("S", "grotool", "record cut by snaplen (caplen < wire length): not what the kernel saw, passed through"),
     "not_ip_link": ("S", "grotool", "link-layer frame grotool cannot feed to GRO (too short for its link header)"),
+    "unknown_link_type": ("S", "grotool", "frame of a link type grotool does not parse (802.11, USB, ...): passed through unchanged"),
 }
 
 REASON_NAMES = frozenset(REASONS)

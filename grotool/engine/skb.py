@@ -89,6 +89,7 @@ class Delivery:
     frag_list: int = 0           # layout: skbs chained on frag_list
     queue: int = 0               # RX queue (NAPI instance) it came through
     poll: int = 0                # poll number on that queue
+    interface: int = 0           # capture interface (device) it came from
 
 
 @dataclass
