@@ -1,6 +1,6 @@
 """The flush-reason vocabulary (the public contract).
 
-Spelled as in section 11 of shared/spec/linux-gro.md.  Every delivered packet
+Names are a public contract (docs/reasons.md).  Every delivered packet
 carries exactly one reason: for a super-packet or a held single, the reason
 its aggregate was completed; for a packet sent up alone, the reason it could
 not be held.  When the kernel ORs several causes together we report the first
