@@ -68,16 +68,21 @@ def _on_signal(signum, _frame):
     raise Interrupted(signum)
 
 
-def install_signal_handlers() -> None:
+def install_signal_handlers() -> dict:
     """SIGINT, SIGTERM and SIGHUP unwind the command (every writer's cleanup runs,
-    temporary files are removed) and exit 128 + the signal number."""
+    temporary files are removed) and exit 128 + the signal number.  Returns the
+    previous handlers (restored when the command returns in-process)."""
     import threading
 
+    previous = {}
     if threading.current_thread() is not threading.main_thread():
-        return
+        return previous
     for sig in HANDLED_SIGNALS:
-        if signal.getsignal(sig) is not signal.SIG_IGN:      # nohup and friends: keep ignoring
+        old = signal.getsignal(sig)
+        if old is not signal.SIG_IGN:      # nohup and friends: keep ignoring
+            previous[sig] = old
             signal.signal(sig, _on_signal)
+    return previous
 
 
 def user_errors(fn):
@@ -87,7 +92,7 @@ def user_errors(fn):
     def wrapper(*args, **kwargs):
         from ..io.safe_output import remove_temporaries
 
-        install_signal_handlers()
+        previous = install_signal_handlers()
         try:
             return fn(*args, **kwargs)
         except GrotoolError as exc:
@@ -112,6 +117,8 @@ def user_errors(fn):
             sys.exit(EXIT_BAD_INPUT)
         finally:
             remove_temporaries()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
     return wrapper
 

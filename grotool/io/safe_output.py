@@ -251,6 +251,12 @@ class SafeOutput:
             self.abort()
 
 
+def open_output(path: str, what: str = "output") -> SafeOutput:
+    """The one way grotool opens an output (see the module docstring): a writer
+    calls ``write``/``writev`` on the result, then ``commit()`` or ``abort()``."""
+    return SafeOutput(path, what)
+
+
 def check_outputs(paths: Iterable[Optional[str]], whats: Iterable[str]) -> None:
     """check_output_path for several outputs; also refuses two outputs on one path."""
     seen = {}
