@@ -334,3 +334,20 @@ def test_mtu_counts_the_packet_not_the_vlan_tags():
     assert _l3_length(1, tagged, len(tagged)) == 1040
     assert _l3_length(113, b"\x00" * 16, 1516) == 1500
     assert _l3_length(101, b"\x45", 1500) == 1500
+
+
+def test_stdin_that_starts_inside_a_file_is_not_taken_as_truncated(tmp_path):
+    """The remaining-size bound counts from where standard input starts."""
+    import os
+
+    path = tmp_path / "prefixed.bin"
+    path.write_bytes(b"xxxxx" + pcap_bytes(FRAMES))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.lseek(fd, 5, os.SEEK_SET)
+        r = subprocess.run([sys.executable, "-m", "grotool", "replay", "-q", "--device", "veth", "-", "--json", "-"],
+                           stdin=fd, capture_output=True, cwd=ROOT, timeout=60)
+    finally:
+        os.close(fd)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["totals"]["packets_in"] == 10

@@ -111,11 +111,12 @@ class CaptureReader:
         self.interfaces: list = []                 # pcapng: one dict per interface description block
         raw = _open_binary(path)
         self._owned = raw if path != "-" else None
-        self.file_size: Optional[int] = None       # known for a regular, uncompressed file
+        # bytes from where reading starts to the end: known for a regular, uncompressed file
+        self.file_size: Optional[int] = None
         try:
             st = os.fstat(raw.fileno())
             if stat.S_ISREG(st.st_mode):
-                self.file_size = st.st_size
+                self.file_size = st.st_size - raw.tell()       # stdin may start inside a file
         except (OSError, ValueError, AttributeError):
             pass
         stream = _PeekStream(raw)
