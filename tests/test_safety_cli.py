@@ -70,6 +70,21 @@ def test_reasons_table_has_full_names_when_piped():
     assert "…" not in text
 
 
+def test_reasons_table_on_an_80_column_terminal():
+    import io
+
+    from rich.console import Console
+
+    from grotool.cli import reasons_table
+
+    buf = io.StringIO()
+    Console(file=buf, width=80, force_terminal=True, color_system=None).print(reasons_table())
+    lines = buf.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    first_cells = {line.split("│")[1].strip() for line in lines if line.startswith("│")}
+    assert first_cells - {""} == set(REASONS)
+
+
 # -- bug 9: gro_max_size also sets gro_ipv4_max_size up to 64 KiB ------------------------
 @pytest.mark.parametrize("args,ipv6,ipv4", [
     ([], 65536, 65536),

@@ -316,15 +316,22 @@ def reasons(as_json, markdown):
         click.echo(json.dumps({k: {"effect": e, "kernel": f, "meaning": d} for k, (e, f, d) in REASONS.items()},
                               indent=2))
         return
+    make_console().print(reasons_table())
+
+
+def reasons_table() -> Table:
+    """The vocabulary as a table that fits 80 columns: reason names are identifiers
+    to copy, never cut or wrapped; the other columns fold."""
+    from ..engine.reasons import REASONS
+
     table = Table(header_style="bold")
-    # names are identifiers to copy: never cut or wrapped, the meaning folds instead
     table.add_column("reason", no_wrap=True, min_width=max(len(n) for n in REASONS))
     table.add_column("effect", no_wrap=True)
-    table.add_column("kernel function", no_wrap=True)
-    table.add_column("meaning", overflow="fold")
+    table.add_column("kernel function", overflow="fold", min_width=12)
+    table.add_column("meaning", overflow="fold", min_width=16)
     for name, (eff, fn, desc) in REASONS.items():
         table.add_row(Text(name), eff, Text(fn), Text(desc))
-    make_console().print(table)
+    return table
 
 
 @main.command(epilog=EXIT_CODES_HELP)
