@@ -309,3 +309,27 @@ def test_help_documents_exit_codes_and_optional_output():
     for row in ("| 5 |", "| 6 |", "| 128+N |"):
         assert row in readme
     assert shutil.which("sh")
+
+
+@pytest.mark.kernel
+@needs_root
+def test_kernel_outputs_are_opened_safely(tmp_path):
+    """`grotool kernel` writes its capture and sidecar through the same opener:
+    a null device stays a device, a symlink's target is written."""
+    from grotool.io.capture import PcapWriter, read_capture
+
+    _, recs = read_capture(str(BULK))
+    small = tmp_path / "small.pcap"
+    with PcapWriter(str(small)) as w:
+        for ts, data, _ in recs[:40]:
+            w.write(ts, data)
+    target = tmp_path / "sidecar.json"
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    r = in_private_dev(f"{sys.executable} -m grotool kernel -q {small} /dev/null --json {link}; echo rc=$?; "
+                       "ls -l /dev/null")
+    out = r.stdout.decode().splitlines()
+    assert out[0] == "rc=0", r.stderr
+    assert out[1].startswith("c")
+    assert link.is_symlink() and target.read_text().startswith("{")
+    assert debris(tmp_path) == []
