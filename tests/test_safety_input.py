@@ -351,3 +351,21 @@ def test_stdin_that_starts_inside_a_file_is_not_taken_as_truncated(tmp_path):
         os.close(fd)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["totals"]["packets_in"] == 10
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_pcapng_block_claiming_60_mib_is_never_allocated(tmp_path, compressed):
+    ng = bytearray(pcapng_bytes([(0, fr) for fr in FRAMES]))
+    last = len(ng) - (12 + 20 + len(FRAMES[0]) + 2)          # the last packet block (2 bytes of padding)
+    struct.pack_into("<I", ng, last + 4, 60 << 20)
+    path = tmp_path / "claim.pcapng"
+    path.write_bytes(gzip.compress(bytes(ng)) if compressed else bytes(ng))
+    tracemalloc.start()
+    try:
+        result = replay(str(path), None, Settings(device="veth"))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result.frames == 9
+    assert result.truncation["record"] == 10 and result.truncation["offset"] == last
+    assert peak < 8 << 20, peak

@@ -183,7 +183,7 @@ class CaptureReader:
         have = avail
         while have < need:
             try:
-                chunk = self._stream.read(max(CHUNK, need - have))
+                chunk = self._stream.read(CHUNK)      # never what a block claims: what arrives
             except (OSError, EOFError, gzip.BadGzipFile) as exc:
                 raise InputError(f"{self.name}: read error near byte offset {self._base + have}: {exc}") from None
             if not chunk:
