@@ -16,7 +16,7 @@ import pytest
 from grotool.engine import Engine, Settings
 from grotool.engine import csum
 from grotool.errors import InputError
-from grotool.io.capture import CaptureReader, PcapWriter, read_capture
+from grotool.io.capture import CaptureReader, read_capture
 from grotool.replay import replay
 
 ROOT = Path(__file__).resolve().parent.parent

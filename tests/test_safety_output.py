@@ -302,7 +302,7 @@ def test_help_documents_exit_codes_and_optional_output():
     r = run_cli("replay", "--help")
     text = r.stdout.decode()
     assert "Usage: grotool replay [OPTIONS] INPUT [OUTPUT]" in text
-    for line in ("5    an output could not be written", "6    the input's last record was cut short",
+    for line in ("5    an output could not be written", "6    replay: the input's last record was cut short",
                  "128+N  stopped by signal N"):
         assert line in text
     readme = (ROOT / "README.md").read_text()
