@@ -51,13 +51,16 @@ def pcapng_block(btype, body):
     return struct.pack("<II", btype, total) + body + b"\0" * pad + struct.pack("<I", total)
 
 
-def pcapng_bytes(packets, interfaces=(("eth0", 1),)):
+def pcapng_bytes(packets, interfaces=(("eth0", 1),), fcslen=None):
     """packets: (interface id, frame); names and link types per interface."""
     out = [pcapng_block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))]
     for name, lt in interfaces:
         raw = name.encode()
         opts = struct.pack("<HH", 2, len(raw)) + raw + b"\0" * ((-len(raw)) % 4)
-        opts += struct.pack("<HHB3x", 9, 1, 9) + struct.pack("<HH", 0, 0)
+        opts += struct.pack("<HHB3x", 9, 1, 9)
+        if fcslen is not None:
+            opts += struct.pack("<HHB3x", 13, 1, fcslen)      # if_fcslen
+        opts += struct.pack("<HH", 0, 0)
         out.append(pcapng_block(1, struct.pack("<HHI", lt, 0, 262144) + opts))
     for i, (ifid, fr) in enumerate(packets):
         ts = 1700000000 * 10**9 + i * 1000
@@ -195,6 +198,15 @@ def test_fcs_announced_in_linktype_field_is_stripped(tmp_path):
     assert lt == 1
     assert [len(d) for _, d, _ in recs] == [14 + 40 + 10 * 1000]
     assert recs[0][1][54:] == b"".join(fr[54:] for fr in FRAMES)       # no FCS bytes inside
+
+
+def test_fcs_announced_by_pcapng_interface_is_stripped(tmp_path):
+    path = tmp_path / "fcs.pcapng"
+    path.write_bytes(pcapng_bytes([(0, fr + b"\xde\xad\xbe\xef") for fr in FRAMES], fcslen=4))
+    out = tmp_path / "out.pcap"
+    replay(str(path), str(out), Settings(device="veth"))
+    _, recs = read_capture(str(out))
+    assert [len(d) for _, d, _ in recs] == [14 + 40 + 10 * 1000]
 
 
 # -- bug 5: pcapng interfaces are separate devices -------------------------------------
