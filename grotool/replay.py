@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence, Tuple
 
 from .engine import Engine, Settings
 from .errors import InputError
 from .io.capture import CaptureReader, PcapWriter
+from .io.safe_output import check_outputs
+from .linktypes import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, SUPPORTED_LINKTYPES
 from .report.stats import StatsCollector
 
 
@@ -21,6 +23,15 @@ class ReplayResult:
     collector: StatsCollector
     engine_stats: object
     frames: int
+    truncation: Optional[dict] = None       # the input's last record was cut short: where
+    over_mtu: int = 0                       # frames longer than the link MTU (captured on a host)
+    first_over_mtu: Optional[Tuple[int, int]] = None   # (record number, length) of the first
+
+
+DEFAULT_MTU = 1500
+# link header bytes in front of the IP packet, per link type (VLAN tags come on top)
+LINK_HEADER_BYTES = {LINKTYPE_ETHERNET: 14, LINKTYPE_LINUX_SLL: 16, LINKTYPE_LINUX_SLL2: 20}
+VLAN_ETHERTYPES = (0x8100, 0x88A8, 0x9100)
 
 
 def output_snaplen(settings: Settings) -> int:
@@ -28,48 +39,15 @@ def output_snaplen(settings: Settings) -> int:
     return max(262144, max(settings.gro_max_size, settings.gro_ipv4_max_size) + 512)
 
 
-class PacketLog:
-    """--packets FILE: one JSON object per delivered packet (JSON Lines), for
-    debugging single flush decisions and for `grotool compare` sidecars."""
-
-    def __init__(self, path: str, namer):
-        import json
-
-        self._dumps = json.dumps
-        self._namer = namer
-        self._tmp = f"{path}.grotool-tmp"
-        self._path = path
-        try:
-            self._f = open(self._tmp, "w")
-        except OSError as exc:
-            raise InputError(f"{path}: cannot write: {exc.strerror}") from None
-        self._n = 0
-
-    def add(self, d) -> None:
-        from .report.flows import flow_label
-
-        self._f.write(self._dumps({
-            "index": self._n, "ts_ns": d.ts, "len": len(d.data), "segs": d.segs, "gso_size": d.gso_size,
-            "gso_type": list(d.gso_type), "reason": d.reason, "covers": list(d.indices),
-            "flow": flow_label(self._namer(d.key, d.data)), "queue": d.queue, "poll": d.poll,
-            **({"layer": d.layer} if d.layer else {}),
-        }) + "\n")
-        self._n += 1
-
-    def close(self) -> None:
-        import os
-
-        self._f.close()
-        os.replace(self._tmp, self._path)
-
-    def abort(self) -> None:
-        import os
-
-        self._f.close()
-        try:
-            os.unlink(self._tmp)
-        except OSError:
-            pass
+def _l3_length(linktype: int, data: bytes, wirelen: int) -> int:
+    """Bytes on the wire after the link header and any VLAN tags: what the MTU bounds."""
+    length = wirelen - LINK_HEADER_BYTES.get(linktype, 0)
+    if linktype == LINKTYPE_ETHERNET:
+        at = 12
+        while len(data) >= at + 6 and ((data[at] << 8) | data[at + 1]) in VLAN_ETHERTYPES:
+            length -= 4
+            at += 4
+    return length
 
 
 def output_format_for(output_path: Optional[str], output_format: Optional[str] = None) -> str:
@@ -93,62 +71,131 @@ def _progress_sink(progress: Callable, reader, every: int = 2048):
     return sink
 
 
+class PacketLog:
+    """--packets FILE: one JSON object per delivered packet (JSON Lines), for
+    debugging single flush decisions and for `grotool compare` sidecars."""
+
+    def __init__(self, path: str, describe):
+        import json
+
+        from .io.jsonout import JsonLinesWriter
+
+        self._dumps = json.dumps
+        self._describe = describe
+        self._out = JsonLinesWriter(path, "--packets")
+        self._n = 0
+
+    def add(self, d) -> None:
+        from .report.flows import flow_label
+
+        entry = {
+            "index": self._n, "ts_ns": d.ts, "len": len(d.data), "segs": d.segs, "gso_size": d.gso_size,
+            "gso_type": list(d.gso_type), "reason": d.reason, "covers": list(d.indices),
+            "flow": flow_label(self._describe(d)), "queue": d.queue, "poll": d.poll,
+        }
+        if d.interface:
+            entry["interface"] = d.interface
+        if d.layer:
+            entry["layer"] = d.layer
+        self._out.write_line(self._dumps(entry))
+        self._n += 1
+
+    def close(self) -> None:
+        self._out.close()
+
+    def abort(self) -> None:
+        self._out.abort()
+
+
 def replay(input_path: str, output_path: Optional[str], settings: Settings,
-           packets_path: Optional[str] = None, *, output_format: Optional[str] = None,
+           packets_path: Optional[str] = None, mtu: int = DEFAULT_MTU, *, output_format: Optional[str] = None,
            observers: Sequence[Callable] = (), progress: Optional[Callable] = None) -> ReplayResult:
-    """Replay a capture file.  ``observers`` are called with every Delivery in
-    delivery order (plots, the API); one with a ``start(linktype)`` method is
-    told the link type first.  ``progress(frames, reader)`` is called every
-    few thousand frames (the CLI's progress bar)."""
-    with CaptureReader(input_path) as reader:
+    """Replay a capture.  Every output path is checked before the first frame is
+    read (OutputError); a last record cut short ends the input early and is
+    reported in ``truncation``; frames of link types grotool does not parse
+    are passed through (reason unknown_link_type).  ``observers`` are called
+    with every Delivery in delivery order (plots, the API); one with a
+    ``start(linktype)`` method is told the link type first.  ``progress(frames,
+    reader)`` is called every few thousand frames (the CLI's progress bar)."""
+    check_outputs([output_path, packets_path], ["output capture", "--packets"])
+    with CaptureReader(input_path, any_linktype=True, tolerate_truncation=True) as reader:
         linktype = reader.linktype if reader.linktype is not None else 1
         engine = Engine(linktype, settings)
-        collector = StatsCollector(linktype, settings.layout, settings.max_skb_frags,
-                                   vxlan_ports=settings.vxlan_ports, geneve_ports=settings.geneve_ports)
+        collector = StatsCollector(linktype, reader.interfaces, layout=settings.layout,
+                                   max_skb_frags=settings.max_skb_frags, vxlan_ports=settings.vxlan_ports,
+                                   geneve_ports=settings.geneve_ports)
         fmt = output_format_for(output_path, output_format)
         pcapng = None
         writer = None
-        if output_path and fmt == "pcapng":
-            from .io.pcapng_writer import PcapngFile
-
-            pcapng = writer = PcapngFile(output_path, linktype, output_snaplen(settings),
-                                         section_comment=f"grotool replay of {os.path.basename(input_path)}")
-        elif output_path:
-            writer = PcapWriter(output_path, linktype, output_snaplen(settings))
-        log = PacketLog(packets_path, collector.namer) if packets_path else None
-        sinks = [collector.add]
-        if log is not None:
-            sinks.append(log.add)
-        if pcapng is not None:
-            l4_csum = settings.l4_csum
-            sinks.append(lambda d, _w=pcapng.write_delivery: _w(d, l4_csum))
-        for observer in observers:
-            start = getattr(observer, "start", None)
-            if start is not None:
-                start(linktype)
-            sinks.append(observer)
-        if progress is not None:
-            sinks.append(_progress_sink(progress, reader))
-        if len(sinks) == 1:
-            add = collector.add
-        else:
-            def add(d, _sinks=tuple(sinks)):
-                for sink in _sinks:
-                    sink(d)
-        fcs = reader.fcs_len
+        log = None
         first_ts = last_ts = None
+        over_mtu = 0
+        first_over_mtu = None
         try:
+            if output_path and fmt == "pcapng":
+                from .io.pcapng_writer import PcapngFile
+
+                pcapng = writer = PcapngFile(output_path, linktype, output_snaplen(settings),
+                                             section_comment=f"grotool replay of {os.path.basename(input_path)}")
+            elif output_path:
+                writer = PcapWriter(output_path, linktype, output_snaplen(settings))
+            log = PacketLog(packets_path, collector.describe) if packets_path else None
+            sinks = [collector.add]
+            if log is not None:
+                sinks.append(log.add)
+            if pcapng is not None:
+                l4_csum = settings.l4_csum
+                sinks.append(lambda d, _w=pcapng.write_delivery: _w(d, l4_csum))
+            for observer in observers:
+                start = getattr(observer, "start", None)
+                if start is not None:
+                    start(linktype)
+                sinks.append(observer)
+            if progress is not None:
+                sinks.append(_progress_sink(progress, reader))
+            if len(sinks) == 1:
+                add = collector.add
+            else:
+                def add(d, _sinks=tuple(sinks)):
+                    for sink in _sinks:
+                        sink(d)
             feed = engine.feed
             write = writer.write if writer is not None and pcapng is None else None
-            for ts, data, wirelen in reader:
+            # per interface: (link type, FCS bytes, longest frame within the MTU)
+            known = {}
+
+            def interface(ifid: int):
+                info = reader.interfaces[ifid] if ifid < len(reader.interfaces) else {}
+                lt = info.get("linktype", linktype)
+                fcs = info.get("fcs_len", reader.fcs_len) if info else reader.fcs_len
+                if lt != linktype:
+                    if writer is not None:
+                        raise InputError(
+                            f"{reader.name}: interface {ifid} has link type {lt}, interface 0 has {linktype}: "
+                            "one pcap file holds one link type (omit OUTPUT for statistics only)")
+                    engine.interface_linktypes[ifid] = lt
+                limit = mtu + LINK_HEADER_BYTES[lt] if lt in LINK_HEADER_BYTES else \
+                    mtu if lt in SUPPORTED_LINKTYPES else 1 << 62
+                known[ifid] = entry = (lt, fcs, limit)
+                return entry
+
+            for ts, data, wirelen, ifid in reader.records_with_interface():
+                entry = known.get(ifid)
+                if entry is None:
+                    entry = interface(ifid)
+                lt, fcs, limit = entry
                 if fcs and len(data) >= fcs and wirelen >= len(data):
                     # the kernel never sees the FCS: strip it before GRO
                     data = data[:-fcs]
                     wirelen -= fcs
+                if wirelen > limit and _l3_length(lt, data, wirelen) > mtu:
+                    over_mtu += 1
+                    if first_over_mtu is None:
+                        first_over_mtu = (reader.records_read, wirelen)
                 if first_ts is None:
                     first_ts = ts
                 last_ts = ts
-                out = feed(ts, data, wirelen)
+                out = feed(ts, data, wirelen, ifid)
                 if out:
                     for d in out:
                         add(d)
@@ -158,16 +205,16 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
                 add(d)
                 if write:
                     write(d.ts, d.data)
+            if writer:
+                writer.close()
+            if log:
+                log.close()
         except BaseException:
             if writer:
                 writer.abort()
             if log:
                 log.abort()
             raise
-        if writer:
-            writer.close()
-        if log:
-            log.close()
         frames = engine.stats.frames
         if collector.packets_in != frames:
             raise RuntimeError(f"accounting error: {frames} frames in, {collector.packets_in} accounted for")
@@ -180,7 +227,13 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
             "packets": frames,
             "first_ts_ns": first_ts,
             "last_ts_ns": last_ts,
+            "mtu": mtu,
+            "frames_over_mtu": over_mtu,
+            "truncated": reader.truncation,
         }
+        if reader.format == "pcapng":
+            input_info["interfaces"] = [{"id": i["id"], "name": i["name"], "linktype": i["linktype"]}
+                                        for i in reader.interfaces]
         checks = {"tcp_offloaded": st.csum_offloaded, "tcp_verified": st.csum_verified,
                   "tcp_bad": st.csum_bad, "ip_header_bad": st.ip_csum_bad}
         doc = collector.document(input_info, settings.as_dict(), checks)
@@ -188,4 +241,4 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
         doc["totals"]["irqs"] = st.irqs
         doc["totals"]["timer_polls"] = st.timer_polls
         doc["totals"]["normal_batches"] = st.normal_batches
-        return ReplayResult(doc, collector, st, frames)
+        return ReplayResult(doc, collector, st, frames, reader.truncation, over_mtu, first_over_mtu)

@@ -157,9 +157,14 @@ def read_back(data):
 
 
 def test_failed_replay_leaves_no_output(tmp_path):
+    import struct
+
     bad = tmp_path / "bad.pcap"
     data = (ROOT / "captures" / "mixed.pcap").read_bytes()
-    bad.write_bytes(data[:5000])                         # cut inside a record
+    off = 24
+    for _ in range(4):                                   # four good records, then a corrupt one
+        off += 16 + struct.unpack_from("<I", data, off + 8)[0]
+    bad.write_bytes(data[:off] + struct.pack("<IIII", 0, 0, 300 << 20, 300 << 20) + b"x" * 2000)
     out = tmp_path / "out.pcapng"
     r = run("replay", "-q", bad, out)
     assert r.returncode == 3

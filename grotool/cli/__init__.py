@@ -1,7 +1,6 @@
 """grotool's command line: click and rich live here and nowhere else.
 
-Exit codes: 0 success; 1 a check found a difference; 2 usage error;
-3 unreadable, corrupt or unsupported input; 4 environment (privilege, tool).
+Exit codes: see EXIT_CODES_HELP (also README.md, "Exit codes").
 """
 
 from __future__ import annotations
@@ -9,50 +8,123 @@ from __future__ import annotations
 import functools
 import json
 import os
+import signal
 import sys
 
 import click
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from .. import __version__
-from ..errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, GrotoolError
-from ..engine.config import DEFAULT_RSS_KEY, Settings
+from ..errors import (EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_INPUT_TRUNCATED, EXIT_SIGNAL_BASE, GrotoolError,
+                      Interrupted)
+from ..engine.config import DEFAULT_RSS_KEY, Settings, ipv4_max_size_for
 from ..report.flows import flow_label
+
+EXIT_CODES_HELP = """\b
+Exit codes:
+  0    success
+  1    a check found a difference (compare)
+  2    usage error
+  3    unreadable, corrupt or unsupported input
+  4    environment: missing privilege or tool, unreliable kernel run
+  5    an output could not be written (directory, permission, disk full);
+       no partial file is left behind
+  6    replay: the input's last record was cut short; every complete
+       record was processed and the outputs written
+  128+N  stopped by signal N (130 SIGINT, 129 SIGHUP, 143 SIGTERM);
+       temporary files removed
+  141  the reader of standard output went away (broken pipe)"""
+
+# Wider than any table: piped output (CI logs, `| less`) is not wrapped at 80 columns.
+PIPE_WIDTH = 1000
+HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def make_console(stderr: bool = False) -> Console:
+    """A console for data: highlighting off; on a pipe or file (no terminal)
+    wide enough that nothing wraps mid-word, whatever COLUMNS says (CI runners
+    and test harnesses export COLUMNS=80 for processes without a terminal)."""
+    stream = sys.stderr if stderr else sys.stdout
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    if tty:
+        return Console(stderr=stderr, highlight=False)
+    return Console(stderr=stderr, highlight=False, width=PIPE_WIDTH)
 
 
 def _stderr_console() -> Console:
-    return Console(stderr=True, highlight=False)
+    return make_console(stderr=True)
+
+
+def _on_signal(signum, _frame):
+    # later signals are ignored: the first one is already unwinding and cleaning up
+    for sig in HANDLED_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
+def install_signal_handlers() -> dict:
+    """SIGINT, SIGTERM and SIGHUP unwind the command (every writer's cleanup runs,
+    temporary files are removed) and exit 128 + the signal number.  Returns the
+    previous handlers (restored when the command returns in-process)."""
+    import threading
+
+    previous = {}
+    if threading.current_thread() is not threading.main_thread():
+        return previous
+    for sig in HANDLED_SIGNALS:
+        old = signal.getsignal(sig)
+        if old is not signal.SIG_IGN:      # nohup and friends: keep ignoring
+            previous[sig] = old
+            signal.signal(sig, _on_signal)
+    return previous
 
 
 def user_errors(fn):
-    """Turn GrotoolError (and broken pipes, ^C) into one line and an exit code."""
+    """Turn GrotoolError (and broken pipes, signals) into one line and an exit code."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        from ..io.safe_output import remove_temporaries
+
+        previous = install_signal_handlers()
         try:
             return fn(*args, **kwargs)
         except GrotoolError as exc:
+            remove_temporaries()
             click.echo(f"grotool: error: {exc}", err=True)
             sys.exit(exc.exit_code)
         except BrokenPipeError:
+            remove_temporaries()
             try:
                 sys.stdout = open(os.devnull, "w")
             except OSError:
                 pass
-            sys.exit(1)
-        except KeyboardInterrupt:
-            click.echo("grotool: interrupted", err=True)
-            sys.exit(130)
+            sys.exit(EXIT_SIGNAL_BASE + signal.SIGPIPE)
+        except (Interrupted, KeyboardInterrupt) as exc:
+            remove_temporaries()
+            signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+            click.echo(f"grotool: interrupted by {signal.Signals(signum).name}; temporary files removed", err=True)
+            sys.exit(EXIT_SIGNAL_BASE + signum)
         except MemoryError:
+            remove_temporaries()
             click.echo("grotool: error: out of memory", err=True)
             sys.exit(EXIT_BAD_INPUT)
+        finally:
+            remove_temporaries()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
     return wrapper
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+             epilog=EXIT_CODES_HELP)
 @click.version_option(__version__, prog_name="grotool")
 def main():
     """What would Linux 6.18 GRO do with this traffic, and why?"""
@@ -61,7 +133,14 @@ def main():
 def _write_json(doc: dict, target: str) -> None:
     from ..io.jsonout import write_json
 
-    write_json(doc, target)
+    write_json(doc, target, what="--json")
+
+
+def _check_outputs(**outputs) -> None:
+    """Every output path is checked before the first input frame is read."""
+    from ..io.safe_output import check_outputs
+
+    check_outputs(list(outputs.values()), list(outputs.keys()))
 
 
 def _parse_rss_key(_ctx, _param, value):
@@ -87,12 +166,18 @@ def _render_replay(result, console: Console, top: int) -> None:
     table.add_column("avg segs", justify="right")
     table.add_column("max", justify="right")
     table.add_column("top flush reasons", overflow="fold")
-    flows = result.collector.sorted_flows()
+    collector = result.collector
+    flows = collector.sorted_flows()
+    several_interfaces = collector.interfaces_seen > 1
     for fs in flows[:top]:
         reasons = ", ".join(f"{r} {n}" for r, n in fs.reasons.most_common(3))
         avg = fs.packets_in / fs.packets_out if fs.packets_out else 0
-        table.add_row(escape(flow_label(fs.flow)), str(fs.packets_in), str(fs.packets_out), str(fs.super_packets),
-                      f"{avg:.2f}", str(fs.max_segs), reasons)
+        label = flow_label(fs.flow)
+        if several_interfaces:
+            label = f"{collector.interface_name(fs.interface)}: {label}"
+        # data is never markup: an IPv6 address in brackets would vanish
+        table.add_row(Text(label), str(fs.packets_in), str(fs.packets_out), str(fs.super_packets),
+                      f"{avg:.2f}", str(fs.max_segs), Text(reasons))
     if len(flows) > top:
         table.caption = f"{len(flows) - top} more flows not shown (--top, or --json for all)"
     console.print(table)
@@ -110,9 +195,9 @@ from ..report.hints import host_hint  # noqa: E402
 from .hostopts import host_options, host_settings, layout_option  # noqa: E402
 
 
-@main.command()
+@main.command(epilog=EXIT_CODES_HELP)
 @click.argument("input_path", metavar="INPUT", type=str)
-@click.argument("output_path", metavar="OUTPUT", type=str, required=False)
+@click.argument("output_path", metavar="[OUTPUT]", type=str, required=False)
 @click.option("--device", type=click.Choice(["nic", "veth"]), default="nic", show_default=True,
               help="nic: RSS NIC driven by capture timestamps; veth: the kernel oracle's conditions.")
 @click.option("--budget", type=click.IntRange(1, 65536), default=64, show_default=True,
@@ -127,8 +212,9 @@ from .hostopts import host_options, host_settings, layout_option  # noqa: E402
               help="Kernel built with CONFIG_VLAN_8021Q (802.1Q/802.1ad GRO offloads); off: tagged frames never merge.")
 @click.option("--gro-max-size", type=click.IntRange(0, 524280), default=65536, show_default=True,
               help="ip link gro_max_size (IPv6; above 65536 is BIG TCP).")
-@click.option("--gro-ipv4-max-size", type=click.IntRange(0, 524280), default=65536, show_default=True,
-              help="ip link gro_ipv4_max_size.")
+@click.option("--gro-ipv4-max-size", type=click.IntRange(0, 524280), default=None,
+              help="ip link gro_ipv4_max_size [default: --gro-max-size when that is at most 65536, else 65536: "
+                   "setting gro_max_size sets it too (netif_set_gro_max_size)].")
 @click.option("--max-skb-frags", type=click.IntRange(1, 45), default=17, show_default=True,
               help="CONFIG_MAX_SKB_FRAGS (skb layout only).")
 @click.option("--gro-normal-batch", type=click.IntRange(1, 1 << 20), default=8, show_default=True,
@@ -156,6 +242,8 @@ from .hostopts import host_options, host_settings, layout_option  # noqa: E402
 @click.option("--json", "json_path", metavar="FILE", default=None, help="Write the statistics document ('-': stdout).")
 @click.option("--packets", "packets_path", metavar="FILE", default=None,
               help="Write one JSON line per delivered packet: segments, gso_size, reason, input frames covered.")
+@click.option("--mtu", type=click.IntRange(68, 1 << 20), default=1500, show_default=True,
+              help="Link MTU: longer input frames (a host capture with TSO/GRO) are counted and warned about.")
 @click.option("--top", type=click.IntRange(0, 1 << 30), default=20, show_default=True, help="Flows shown in the table.")
 @click.option("--format", "output_format", type=click.Choice(["pcap", "pcapng"]), default=None,
               help="OUTPUT format (default: pcapng for a name ending in .pcapng, else pcap). pcapng carries a "
@@ -168,12 +256,15 @@ from .hostopts import host_options, host_settings, layout_option  # noqa: E402
 @user_errors
 def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro, gro_max_size, gro_ipv4_max_size,
            max_skb_frags, gro_normal_batch, hz, rx_queues, rss_key, veth_rss, rx_usecs, rx_frames,
-           gro_flush_timeout, napi_defer_hard_irqs, poll_ns_per_frame, json_path, packets_path, top, output_format,
-           plot_path, quiet, layout, **host):
+           gro_flush_timeout, napi_defer_hard_irqs, poll_ns_per_frame, json_path, packets_path, mtu, top,
+           output_format, plot_path, quiet, layout, **host):
     """Replay INPUT (pcap/pcapng, gzip ok, '-' for stdin) through simulated GRO;
     write what Linux would deliver to OUTPUT (pcap, or annotated pcapng for a name
-    ending in .pcapng or with --format pcapng; '-' for stdout)."""
+    ending in .pcapng or with --format pcapng; '-' for stdout).  Without OUTPUT
+    only the statistics are produced."""
     from ..replay import replay as run_replay
+
+    gro_ipv4_max_size = ipv4_max_size_for(gro_max_size, gro_ipv4_max_size)
 
     settings = Settings(device=device, budget=budget, csum=csum, l4_csum=l4_csum, gro=gro, vlan_gro=vlan_gro,
                         gro_max_size=gro_max_size, gro_ipv4_max_size=gro_ipv4_max_size,
@@ -184,17 +275,28 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
                         **host_settings(host))
     if output_path == "-" and json_path == "-":
         raise click.UsageError("OUTPUT and --json cannot both be standard output")
+    _check_outputs(**{"output capture": output_path, "--json": json_path, "--packets": packets_path,
+                      "--plot": plot_path})
     from .extras import replay_extras
 
     with replay_extras(input_path, settings, plot_path, quiet) as extras:
-        result = run_replay(input_path, output_path, settings, packets_path, output_format=output_format,
+        result = run_replay(input_path, output_path, settings, packets_path, mtu=mtu, output_format=output_format,
                             observers=extras.observers, progress=extras.progress)
-    console = _stderr_console() if (output_path == "-" or json_path == "-") else Console(highlight=False)
+    to_stdout = output_path == "-" or json_path == "-" or packets_path == "-"
+    console = _stderr_console() if to_stdout else make_console()
     st = result.engine_stats
     if st.csum_offloaded or st.csum_bad:
         click.echo(
             f"grotool: warning: {st.csum_offloaded} TCP checksums taken as offloaded (field held the "
             f"pseudo-header seed), {st.csum_bad} bad (sent up alone), {st.csum_verified} verified",
+            err=True,
+        )
+    if result.over_mtu:
+        record, length = result.first_over_mtu
+        click.echo(
+            f"grotool: warning: {result.over_mtu} frames longer than the link MTU {mtu} (first: record {record}, "
+            f"{length} bytes): captured on a host with TSO/GRO, not what a NIC receives; "
+            "`grotool split` re-segments such a capture",
             err=True,
         )
     hint = host_hint(settings, st)
@@ -204,6 +306,15 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
         _write_json(result.document, json_path)
     if not quiet:
         _render_replay(result, console, top)
+    if result.truncation:
+        t = result.truncation
+        click.echo(
+            f"grotool: warning: {result.document['input']['path']}: record {t['record']} at byte offset "
+            f"{t['offset']} cut short ({t['detail']}); the {result.frames} complete records before it were "
+            f"processed (exit {EXIT_INPUT_TRUNCATED})",
+            err=True,
+        )
+        sys.exit(EXIT_INPUT_TRUNCATED)
 
 
 @main.command()
@@ -222,17 +333,25 @@ def reasons(as_json, markdown):
         click.echo(json.dumps({k: {"effect": e, "kernel": f, "meaning": d} for k, (e, f, d) in REASONS.items()},
                               indent=2))
         return
+    make_console().print(reasons_table())
+
+
+def reasons_table() -> Table:
+    """The vocabulary as a table that fits 80 columns: reason names are identifiers
+    to copy, never cut or wrapped; the other columns fold."""
+    from ..engine.reasons import REASONS
+
     table = Table(header_style="bold")
-    table.add_column("reason")
-    table.add_column("effect")
-    table.add_column("kernel function")
-    table.add_column("meaning", overflow="fold")
+    table.add_column("reason", no_wrap=True, min_width=max(len(n) for n in REASONS))
+    table.add_column("effect", no_wrap=True)
+    table.add_column("kernel function", overflow="fold", min_width=12)
+    table.add_column("meaning", overflow="fold", min_width=16)
     for name, (eff, fn, desc) in REASONS.items():
-        table.add_row(name, eff, fn, desc)
-    Console(highlight=False).print(table)
+        table.add_row(Text(name), eff, Text(fn), Text(desc))
+    return table
 
 
-@main.command()
+@main.command(epilog=EXIT_CODES_HELP)
 @click.argument("path_a", metavar="A")
 @click.argument("path_b", metavar="B")
 @click.option("--order", "require_order", is_flag=True, help="Also require the same global delivery order.")
@@ -251,12 +370,13 @@ def compare(path_a, path_b, require_order, sidecar_a, sidecar_b, no_sidecar, jso
     from ..compare import compare_captures
     from .compare_view import render_compare
 
+    _check_outputs(**{"--json": json_path})
     result = compare_captures(path_a, path_b, require_order=require_order, sidecar_a=sidecar_a,
                               sidecar_b=sidecar_b, auto_sidecar=not no_sidecar)
     if json_path:
         _write_json(result.to_json(), json_path)
     if not quiet:
-        console = _stderr_console() if json_path == "-" else Console(highlight=False)
+        console = _stderr_console() if json_path == "-" else make_console()
         render_compare(result, console, max_flows=max_flows)
     sys.exit(0 if result.identical else 1)
 
@@ -271,9 +391,9 @@ def _local_tcp_values(ctx, param, values):
         raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
 
 
-@main.command()
+@main.command(epilog=EXIT_CODES_HELP)
 @click.argument("input_path", metavar="INPUT")
-@click.argument("output_path", metavar="OUTPUT", required=False)
+@click.argument("output_path", metavar="[OUTPUT]", required=False)
 @click.option("--json", "json_path", metavar="FILE", default=None,
               help="Sidecar: per packet gso_type/gso_size/gso_segs and the input frames it covers; batches; drops.")
 @click.option("--csum", type=click.Choice(["auto", "fix", "trust", "verify"]), default="auto", show_default=True,
@@ -316,6 +436,9 @@ def kernel(input_path, output_path, json_path, csum, udp_gro_forwarding, rx_gro_
     create what they describe inside the namespace."""
     from ..oracle import HostState, run_kernel_replay
 
+    if output_path == "-" and json_path == "-":
+        raise click.UsageError("OUTPUT and --json cannot both be standard output")
+    _check_outputs(**{"output capture": output_path, "--json": json_path})
     if udp_gro is not None:
         click.echo("grotool: warning: --udp-gro is deprecated: use --udp-gro-forwarding (forward) or "
                    "--rx-gro-list (fraglist)", err=True)

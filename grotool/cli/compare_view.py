@@ -32,11 +32,11 @@ def render_compare_doc(doc: dict, console: Console, *, max_flows: int = 20, max_
                          f" ({b['packets']} packets)   ", verdict)
     console.print(head)
     compared = doc["compared"]
-    console.print(
+    console.print(Text(
         "compared per flow: TCP (" + ", ".join(compared["tcp"]) + "), UDP (" + ", ".join(compared["udp"])
         + "), other packets by exact bytes; global order "
         + ("required" if compared["require_order"] else "not required"),
-        style="dim", highlight=False)
+        style="dim"))
 
     flows = doc["flows"]
     ranked = sorted(range(len(flows)), key=lambda k: (flows[k]["status"] == "identical", k))
@@ -50,6 +50,7 @@ def render_compare_doc(doc: dict, console: Console, *, max_flows: int = 20, max_
     for k in ranked[:max_flows]:
         f = flows[k]
         first = f["first_difference"]
+        # data is never markup: an IPv6 address in brackets would vanish
         table.add_row(Text(f["label"]), f["kind"], str(f["packets_a"]), str(f["packets_b"]),
                       Text(STATUS_TEXT[f["status"]], style=STATUS_STYLE[f["status"]]),
                       Text(first["summary"]) if first else "")
@@ -109,8 +110,8 @@ def _flow_panel(f: dict) -> Panel:
     if f["differing_regions"] > 1:
         sub.append(f"{f['differing_regions']} differing regions in this flow; the first is shown")
     body = Group(Text(first["summary"], style="bold"), table)
-    return Panel(body, title=title, title_align="left", subtitle="; ".join(sub) or None,
-                 subtitle_align="left", border_style="red")
+    return Panel(body, title=title, title_align="left", subtitle=escape("; ".join(sub)) or None,
+                 subtitle_align="left", border_style="red", expand=False)
 
 
 def _split(rows: List[dict]):
@@ -172,7 +173,7 @@ def _cells(kind: str, row: Optional[dict], cols) -> List:
             value = row["flags"]
         else:
             value = ""
-        out.append(Text(value, style=style) if style else value)
+        out.append(Text(value, style=style or ""))
     if row["in_difference"]:
         out[0] = Text("▶ " + str(row["frame"]), style=DIFF_STYLE)
     return out
@@ -200,4 +201,4 @@ def _order_panel(order: dict) -> Panel:
         table.add_row(Text(str(pos + 1), style=style or ""), *cells(ra), "│", *cells(rb))
     title = "global order: " + ("differs (required)" if order["required"] else "differs (not required)")
     return Panel(Group(Text(first["summary"], style="bold"), table), title=title, title_align="left",
-                 border_style="red" if order["required"] else "yellow")
+                 border_style="red" if order["required"] else "yellow", expand=False)

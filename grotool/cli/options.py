@@ -10,7 +10,7 @@ from dataclasses import fields
 
 import click
 
-from ..engine.config import Settings
+from ..engine.config import GRO_LEGACY_MAX_SIZE, Settings, ipv4_max_size_for
 
 SETTINGS_FIELDS = frozenset(f.name for f in fields(Settings))
 
@@ -36,6 +36,9 @@ def settings_from_options(options: dict) -> Settings:
     values = {name: options.pop(name) for name in list(options) if name in SETTINGS_FIELDS}
     if "hz" in values:
         values["hz"] = int(values["hz"])
+    if "gro_max_size" in values or "gro_ipv4_max_size" in values:
+        values["gro_ipv4_max_size"] = ipv4_max_size_for(values.get("gro_max_size", GRO_LEGACY_MAX_SIZE),
+                                                        values.get("gro_ipv4_max_size"))
     return Settings(**values)
 
 

@@ -11,7 +11,7 @@ Delivery objects back in the order Linux would hand them to the stack.
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, List, Tuple
+from typing import Dict, Iterable, Iterator, List, Tuple
 
 from .config import Settings
 from .link import LinkLayer
@@ -23,39 +23,95 @@ __all__ = ["Engine", "Settings", "Delivery", "Stats", "REASONS", "simulate"]
 
 
 class Engine:
+    """One capture's receive path.  Each capture interface (pcapng) is its own
+    device with its own NAPI state and GRO lists, created on its first frame:
+    packets of different devices never merge (gro_list_prepare compares p->dev).
+    Frames of a link type grotool does not parse are passed through unchanged."""
+
     def __init__(self, linktype: int = 1, settings: Settings = Settings()):
         settings.validate()
         self.settings = settings
         self.stats = Stats()
-        self.link = LinkLayer(linktype)
+        self.linktype = linktype
         self._out: List[Delivery] = []
-        device = VethDevice if settings.device == "veth" else NicDevice
-        self.device = device(settings, self.stats, self._out.extend)
         self._index = 0
-        # bound once: feed runs for every frame
-        self._make = self.link.make
-        self._device_feed = self.device.feed
+        # interface 0, bound once: feed runs for every frame
+        self.device, self._make, self._device_feed = self._new_device(0, linktype)
+        self._others: Dict[int, tuple] = {}          # interface id -> (device, make, feed)
+        self.interface_linktypes: Dict[int, int] = {}  # link type of interfaces other than 0's, when it differs
 
-    def feed(self, ts: int, data: bytes, wirelen: int = -1) -> List[Delivery]:
+    def _new_device(self, interface: int, linktype: int):
+        out = self._out
+        if interface == 0:
+            deliver = out.extend
+        else:
+            def deliver(batch: List[Delivery], _extend=out.extend, _interface=interface) -> None:
+                for d in batch:
+                    d.interface = _interface
+                _extend(batch)
+        try:
+            make = LinkLayer(linktype).make
+        except ValueError:
+            return None, None, self._pass_through(interface)
+        device_class = VethDevice if self.settings.device == "veth" else NicDevice
+        device = device_class(self.settings, self.stats, deliver)
+        return device, make, device.feed
+
+    def _pass_through(self, interface: int):
+        def feed(item, _append=self._out.append) -> None:
+            ts, data, index = item
+            _append(Delivery(ts, data, 1, "unknown_link_type", (index,), interface=interface))
+        return feed
+
+    def feed(self, ts: int, data: bytes, wirelen: int = -1, interface: int = 0) -> List[Delivery]:
         """Receive one captured frame; returns the deliveries it caused (often none)."""
         index = self._index
         self._index = index + 1
         self.stats.frames += 1
         out = self._out
+        if self._others:
+            self._advance_devices(ts, interface)
         if 0 <= wirelen and len(data) < wirelen:
             # cut by snaplen: the kernel never saw this frame as captured
-            out.append(Delivery(ts, data, 1, "capture_truncated", (index,)))
-        else:
+            out.append(Delivery(ts, data, 1, "capture_truncated", (index,), interface=interface))
+        elif interface:
+            entry = self._others.get(interface)
+            if entry is None:
+                entry = self._others[interface] = self._new_device(
+                    interface, self.interface_linktypes.get(interface, self.linktype))
+            _, make, device_feed = entry
+            device_feed(make(data, ts, index) if make else (ts, data, index))
+        elif self._make is not None:
             self._device_feed(self._make(data, ts, index))
+        else:
+            self._device_feed((ts, data, index))
         if not out:
             return []
         result = out[:]                 # drain(), inlined
         out.clear()
         return result
 
+    def _devices(self):
+        yield self.device
+        for device, _, _ in self._others.values():
+            yield device
+
+    def _advance_devices(self, ts: int, interface: int) -> None:
+        """Devices run side by side on one clock: before a frame reaches one of
+        them, the others' interrupts and timers due before it run."""
+        current = self.device if interface == 0 else self._others.get(interface, (None,))[0]
+        for device in self._devices():
+            if device is None or device is current:
+                continue
+            next_at = getattr(device, "next_at", None)
+            if next_at is not None and next_at < ts:
+                device._run_until(ts, inclusive=False)
+
     def finish(self) -> List[Delivery]:
         """End of capture: run the remaining polls and timers, flush what is held."""
-        self.device.finish()
+        for device in self._devices():
+            if device is not None:
+                device.finish()
         return self.drain()
 
     def drain(self) -> List[Delivery]:

@@ -38,7 +38,6 @@ class Settings:
     rx_frames: int = 32              # ethtool -C rx-frames (0: no frame threshold)
     gro_flush_timeout: int = 0       # ns, /sys/class/net/DEV/gro_flush_timeout
     napi_defer_hard_irqs: int = 0    # /sys/class/net/DEV/napi_defer_hard_irqs
-    netdev_budget: int = 300         # net.core.netdev_budget (packets per softirq)
     poll_ns_per_frame: int = 0       # nic: time a poll spends per frame (0: polls take no time)
     # host state a capture does not carry (all off: a plain host)
     udp_gro_forwarding: bool = False     # ethtool rx-udp-gro-forwarding (NETIF_F_GRO_UDP_FWD)
@@ -93,3 +92,11 @@ class Settings:
         for name in ("udp_gro_sockets", "vxlan_ports", "geneve_ports", "local_tcp"):
             d[name] = list(d[name])
         return d
+
+
+def ipv4_max_size_for(gro_max_size: int, gro_ipv4_max_size=None) -> int:
+    """netif_set_gro_max_size (net/core/dev.h): setting gro_max_size to at most
+    GRO_LEGACY_MAX_SIZE sets gro_ipv4_max_size too; an explicit value wins."""
+    if gro_ipv4_max_size is not None:
+        return gro_ipv4_max_size
+    return gro_max_size if gro_max_size <= GRO_LEGACY_MAX_SIZE else GRO_LEGACY_MAX_SIZE

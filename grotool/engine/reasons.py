@@ -1,6 +1,6 @@
 """The flush-reason vocabulary (the public contract).
 
-Spelled as in section 11 of shared/spec/linux-gro.md.  Every delivered packet
+Names are a public contract (docs/reasons.md).  Every delivered packet
 carries exactly one reason: for a super-packet or a held single, the reason
 its aggregate was completed; for a packet sent up alone, the reason it could
 not be held.  When the kernel ORs several causes together we report the first
@@ -90,6 +90,7 @@ REASONS = {
     # grotool's own
     "capture_truncated": ("S", "grotool", "record cut by snaplen (caplen < wire length): not what the kernel saw, passed through"),
     "not_ip_link": ("S", "grotool", "link-layer frame grotool cannot feed to GRO (too short for its link header)"),
+    "unknown_link_type": ("S", "grotool", "frame of a link type grotool does not parse (802.11, USB, ...): passed through unchanged"),
 }
 
 REASON_NAMES = frozenset(REASONS)

@@ -103,6 +103,7 @@ class Delivery:
     first_len: int = 0           # the first segment's frame length
     merged_lens: Tuple[int, ...] = ()   # payload bytes of each merged segment
     fraglist: bool = False       # built by skb_gro_receive_list
+    interface: int = 0           # capture interface (device) it came from
 
     def shape(self, layout: str = "frags", max_skb_frags: int = 17):
         """The skb layout model's view of this packet (layout.Shape)."""

@@ -7,14 +7,14 @@ the captured length.  Memory stays bounded by one read chunk plus one record.
 from __future__ import annotations
 
 import gzip
-import io
 import os
+import stat
 import struct
 import sys
-import tempfile
 from typing import BinaryIO, Iterator, Optional, Tuple
 
 from ..errors import InputError
+from .safe_output import SafeOutput
 
 from ..linktypes import LINKTYPE_ETHERNET, SUPPORTED_LINKTYPES
 
@@ -25,6 +25,15 @@ PCAPNG_BYTE_ORDER_MAGIC = 0x1A2B3C4D
 
 CHUNK = 1 << 20
 Record = Tuple[int, bytes, int]
+# What one record may claim: beyond this it is corrupt, whatever the header's
+# snaplen says (a BIG TCP super-packet is at most 512 KiB).
+MAX_RECORD_BYTES = 256 << 20
+# Records a little larger than the header's snaplen are tolerated, as libpcap does.
+SNAPLEN_SLACK_BYTES = 1 << 20
+# pcap link-type field: the link type proper, then the FCS announcement (pcap-linktype)
+LINKTYPE_MASK = 0x03FFFFFF
+FCS_PRESENT_BIT = 0x04000000
+MAX_PCAPNG_BLOCK_BYTES = 1 << 26
 
 
 def _open_binary(path: str) -> BinaryIO:
@@ -89,13 +98,30 @@ class CaptureReader:
     eagerly so callers can rely on it before iterating.
     """
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, *, any_linktype: bool = False, tolerate_truncation: bool = False):
+        """``any_linktype``: accept link types grotool cannot parse (the caller
+        passes their frames through).  ``tolerate_truncation``: a last record cut
+        short ends the iteration (``truncation`` says where) instead of raising."""
         self.path = path
         self.name = "<stdin>" if path == "-" else path
+        self.tolerate_truncation = tolerate_truncation
+        self.any_linktype = any_linktype
+        self._section_base = 0
+        self.truncation: Optional[dict] = None     # {"record", "offset", "detail"} of a cut-short last record
+        self.interfaces: list = []                 # pcapng: one dict per interface description block
         raw = _open_binary(path)
         self._owned = raw if path != "-" else None
+        # bytes from where reading starts to the end: known for a regular, uncompressed file
+        self.file_size: Optional[int] = None
+        try:
+            st = os.fstat(raw.fileno())
+            if stat.S_ISREG(st.st_mode):
+                self.file_size = st.st_size - raw.tell()       # stdin may start inside a file
+        except (OSError, ValueError, AttributeError):
+            pass
         stream = _PeekStream(raw)
         if stream.peek(2) == b"\x1f\x8b":
+            self.file_size = None
             stream = _PeekStream(gzip.GzipFile(fileobj=stream, mode="rb"))  # type: ignore[arg-type]
         self._stream = stream
         self._buf = b""
@@ -115,7 +141,6 @@ class CaptureReader:
         if m_le == PCAPNG_SHB:
             self.format = "pcapng"
             self._iter = self._pcapng_records()
-            self._interfaces: list = []
             self._first = self._prime_pcapng()
         elif m_le in (PCAP_MAGIC_US, PCAP_MAGIC_NS) or m_be in (PCAP_MAGIC_US, PCAP_MAGIC_NS):
             self.format = "pcap"
@@ -126,11 +151,24 @@ class CaptureReader:
             raise InputError(
                 f"{self.name}: not a pcap or pcapng file (magic 0x{m_be:08x} at byte offset 0)"
             )
-        if self.linktype is not None and self.linktype not in SUPPORTED_LINKTYPES:
+        if self.linktype is not None and self.linktype not in SUPPORTED_LINKTYPES and not any_linktype:
             raise InputError(
                 f"{self.name}: unsupported link type {self.linktype}; supported: "
                 "Ethernet (1), raw IP (101, 12, 14), IPv4 (228), IPv6 (229), Linux SLL (113), SLL2 (276)"
             )
+
+    def _truncated(self, record: int, offset: int, detail: str) -> None:
+        """A record cut short by the end of the file: remembered when tolerated
+        (the iteration then ends), an InputError otherwise."""
+        if not self.tolerate_truncation:
+            raise InputError(f"{self.name}: record {record} at byte offset {offset} cut short ({detail})")
+        self.truncation = {"record": record, "offset": offset, "detail": detail}
+
+    def _record_limit(self, snaplen: int) -> int:
+        """The largest caplen a record of this file may claim."""
+        if 0 < snaplen <= MAX_RECORD_BYTES:
+            return max(snaplen, SNAPLEN_SLACK_BYTES)
+        return MAX_RECORD_BYTES
 
     # -- buffered byte access -------------------------------------------------
     def _fill(self, need: int) -> bool:
@@ -145,7 +183,7 @@ class CaptureReader:
         have = avail
         while have < need:
             try:
-                chunk = self._stream.read(max(CHUNK, need - have))
+                chunk = self._stream.read(CHUNK)      # never what a block claims: what arrives
             except (OSError, EOFError, gzip.BadGzipFile) as exc:
                 raise InputError(f"{self.name}: read error near byte offset {self._base + have}: {exc}") from None
             if not chunk:
@@ -181,9 +219,10 @@ class CaptureReader:
         if major != 2:
             raise InputError(f"{self.name}: unsupported pcap version {major}.{minor}")
         self.snaplen = snaplen
-        # The upper bits of the link-type field carry FCS information (pcap-linktype).
-        self.linktype = network & 0x0FFFFFFF
-        self._fcs_len = ((network >> 28) & 0xF) * 2 if network & 0x04000000 else 0
+        # The upper bits of the link-type field announce an FCS: the F bit, and
+        # the FCS length in 16-bit words in the top 4 bits (pcap-linktype).
+        self.linktype = network & LINKTYPE_MASK
+        self._fcs_len = ((network >> 28) & 0xF) * 2 if network & FCS_PRESENT_BIT else 0
         self._pos += 24
 
     def _pcap_records(self) -> Iterator[Record]:
@@ -192,7 +231,8 @@ class CaptureReader:
         unpack = struct.Struct(self._endian + "IIII").unpack_from
         mult = 1 if self.nanosecond else 1000
         name = self.name
-        max_caplen = max(self.snaplen, 1 << 20)
+        max_caplen = self._record_limit(self.snaplen)
+        file_size = self.file_size
         index = 0
         stream = self._stream
         offset = self._base + self._pos          # file offset of buf[0]
@@ -208,22 +248,25 @@ class CaptureReader:
         eof = False
 
         def refill(need: int) -> None:
-            """Move the unread tail to the front (growing the buffer for a record
-            larger than it) and fill the rest from the stream."""
+            """Move the unread tail to the front and fill the buffer from the
+            stream, growing it (by doubling, as data arrives) while a record
+            larger than the buffer is not complete: memory follows the bytes
+            really present, not what a record claims."""
             nonlocal buf, mv, pos, end, eof, size, offset
             rest = end - pos
             offset += pos
-            if need > size:
-                size = max(size * 2, need)
-                old = bytes(mv[pos:end])
-                mv.release()
-                buf = bytearray(size)
-                mv = memoryview(buf)
-                mv[:rest] = old
-            else:
-                mv[:rest] = mv[pos:end]
+            mv[:rest] = mv[pos:end]
             pos, end = 0, rest
-            while end < size and not eof:
+            while not eof:
+                if end == size:
+                    if end >= need:
+                        break
+                    size = min(size * 2, need)
+                    old = bytes(mv[:end])
+                    mv.release()
+                    buf = bytearray(size)
+                    mv = memoryview(buf)
+                    mv[:end] = old
                 n = stream.readinto(mv[end:])
                 if not n:
                     eof = True
@@ -235,26 +278,34 @@ class CaptureReader:
                 refill(16)
             if end - pos < 16:
                 if end - pos:
-                    raise InputError(
-                        f"{name}: record {index + 1} header cut short at byte offset {offset + pos} "
-                        f"({end - pos} of 16 bytes)"
-                    )
+                    self._truncated(index + 1, offset + pos, f"record header: {end - pos} of 16 bytes")
                 return
             sec, frac, caplen, wirelen = unpack(mv, pos)
-            if caplen > max_caplen or frac >= 1_000_000_000:
+            if caplen > max_caplen:
                 raise InputError(
                     f"{name}: record {index + 1} at byte offset {offset + pos} is corrupt "
-                    f"(caplen {caplen}, fraction {frac})"
+                    f"(caplen {caplen}, more than the {max_caplen} bytes a record of this file may hold)"
+                )
+            if frac >= 1_000_000_000:
+                raise InputError(
+                    f"{name}: record {index + 1} at byte offset {offset + pos} is corrupt "
+                    f"(timestamp fraction {frac} is not below one second)"
                 )
             stop = pos + 16 + caplen
-            if stop > end and not eof:
-                refill(16 + caplen)
-                stop = 16 + caplen
             if stop > end:
-                raise InputError(
-                    f"{name}: record {index + 1} at byte offset {offset + pos} cut short "
-                    f"(caplen {caplen}, file ends after {end - pos - 16} bytes)"
-                )
+                at = offset + pos
+                if file_size is not None and at + 16 + caplen > file_size:
+                    # known before reading: the file ends inside this record
+                    self._truncated(index + 1, at, f"caplen {caplen}, the file ends after "
+                                                   f"{max(file_size - at - 16, 0)} bytes")
+                    return
+                if not eof:
+                    refill(16 + caplen)
+                    stop = 16 + caplen
+            if stop > end:
+                self._truncated(index + 1, offset + pos,
+                                f"caplen {caplen}, the file ends after {end - pos - 16} bytes")
+                return
             index += 1
             self.records_read = index
             yield (sec * 1_000_000_000 + frac * mult, bytes(mv[pos + 16:stop]), wirelen)
@@ -270,17 +321,19 @@ class CaptureReader:
         return first
 
     def _block(self) -> Optional[Tuple[int, bytes, int]]:
-        """Next raw pcapng block: (type, body, offset)."""
+        """Next raw pcapng block: (type, body, offset); None at the end (or at a
+        block cut short by the end of the file, when truncation is tolerated)."""
         if not self._fill(8):
             rest = len(self._buf) - self._pos
             if rest:
-                raise InputError(f"{self.name}: pcapng block cut short at byte offset {self.offset()}")
+                self._truncated(self.records_read + 1, self.offset(), f"block header: {rest} of 8 bytes")
             return None
         off = self.offset()
         btype_raw = self._buf[self._pos:self._pos + 4]
         if btype_raw == b"\x0a\x0d\x0d\x0a":
             if not self._fill(12):
-                raise InputError(f"{self.name}: section header cut short at byte offset {off}")
+                self._truncated(self.records_read + 1, off, "section header block")
+                return None
             bom = self._buf[self._pos + 8:self._pos + 12]
             if bom == b"\x4d\x3c\x2b\x1a":
                 self._e = "<"
@@ -289,10 +342,17 @@ class CaptureReader:
             else:
                 raise InputError(f"{self.name}: bad pcapng byte-order magic at byte offset {off}")
         btype, blen = struct.unpack_from(self._e + "II", self._buf, self._pos)
-        if blen < 12 or blen % 4 or blen > (1 << 26):
+        if blen < 12 or blen % 4 or blen > MAX_PCAPNG_BLOCK_BYTES:
             raise InputError(f"{self.name}: corrupt pcapng block (length {blen}) at byte offset {off}")
+        if self.file_size is not None and off + blen > self.file_size:
+            # known before reading: the file ends inside this block
+            self._truncated(self.records_read + 1, off, f"block length {blen}, the file ends after "
+                                                        f"{self.file_size - off} bytes")
+            return None
         if not self._fill(blen):
-            raise InputError(f"{self.name}: pcapng block cut short at byte offset {off} (length {blen})")
+            self._truncated(self.records_read + 1, off, f"block length {blen}, the file ends after "
+                                                        f"{len(self._buf) - self._pos} bytes")
+            return None
         body = self._buf[self._pos + 8:self._pos + blen - 4]
         trailer = struct.unpack_from(self._e + "I", self._buf, self._pos + blen - 4)[0]
         if trailer != blen:
@@ -310,7 +370,8 @@ class CaptureReader:
             yield code, body[pos + 4:pos + 4 + length]
             pos += 4 + ((length + 3) & ~3)
 
-    def _pcapng_records(self) -> Iterator[Record]:
+    def _pcapng_records(self) -> Iterator[Tuple[int, bytes, int, int]]:
+        """(ts_ns, data, wirelen, interface id) of every packet block."""
         self._e = "<"
         interfaces = []   # (linktype, units_per_second, offset_ns)
         index = 0
@@ -321,24 +382,33 @@ class CaptureReader:
             btype, body, off = blk
             e = self._e
             if btype == PCAPNG_SHB:
+                # interface ids restart in every section; grotool numbers them across the file
+                self._section_base = len(self.interfaces)
                 interfaces = []
-                self._interfaces = interfaces
             elif btype == 1:  # Interface Description Block
                 if len(body) < 8:
                     raise InputError(f"{self.name}: interface block too short at byte offset {off}")
                 lt, _, snap = struct.unpack_from(e + "HHI", body, 0)
-                units, toff = 1_000_000, 0
+                units, toff, name, fcs = 1_000_000, 0, "", 0
                 for code, val in self._options(body, 8, e):
-                    if code == 9 and val:        # if_tsresol
+                    if code == 2:                # if_name
+                        name = val.split(b"\0", 1)[0].decode("utf-8", "replace")
+                    elif code == 9 and val:      # if_tsresol
                         r = val[0]
                         units = 2 ** (r & 0x7F) if r & 0x80 else 10 ** r
+                    elif code == 13 and val:     # if_fcslen (bytes)
+                        fcs = val[0]
                     elif code == 14 and len(val) == 8:  # if_tsoffset (seconds)
                         toff = struct.unpack(e + "q", val)[0] * 1_000_000_000
                 interfaces.append((lt, units, toff))
+                number = len(self.interfaces)
+                self.interfaces.append({"id": number, "linktype": lt, "name": name or f"if{number}",
+                                        "snaplen": snap, "fcs_len": fcs})
                 if self.linktype is None:
                     self.linktype = lt
                     self.snaplen = snap
-                elif lt != self.linktype:
+                    self._fcs_len = fcs
+                elif lt != self.linktype and not self.any_linktype:
                     raise InputError(
                         f"{self.name}: interfaces with different link types ({self.linktype} and {lt}) "
                         "in one pcapng file are not supported"
@@ -371,22 +441,37 @@ class CaptureReader:
                     ts = ts_units * 1_000_000_000 // units
                 index += 1
                 self.records_read = index
-                yield (ts + toff, body[data_at:data_at + caplen], wirelen)
+                yield (ts + toff, body[data_at:data_at + caplen], wirelen, self._section_base + ifid)
             elif btype == 2:  # obsolete Packet Block
+                if len(body) < 20:
+                    raise InputError(f"{self.name}: packet block too short at byte offset {off}")
                 ifid, _, hi, lo, caplen, wirelen = struct.unpack_from(e + "HHIIII", body, 0)
-                _, units, toff = interfaces[ifid] if ifid < len(interfaces) else (0, 1_000_000, 0)
+                if ifid >= len(interfaces):
+                    raise InputError(
+                        f"{self.name}: packet at byte offset {off} names interface {ifid}, "
+                        f"but only {len(interfaces)} are described"
+                    )
+                _, units, toff = interfaces[ifid]
                 index += 1
                 self.records_read = index
-                yield (((hi << 32) | lo) * 1_000_000_000 // units + toff, body[20:20 + caplen], wirelen)
+                yield (((hi << 32) | lo) * 1_000_000_000 // units + toff, body[20:20 + caplen], wirelen,
+                       self._section_base + ifid)
             # other blocks (name resolution, statistics, custom, DSB) are skipped
 
     # -- public ----------------------------------------------------------------
     def __iter__(self) -> Iterator[Record]:
         if self.format == "pcap":
             return self._iter
+        return ((ts, data, wirelen) for ts, data, wirelen, _ in self._iter_pcapng())
+
+    def records_with_interface(self) -> Iterator[Tuple[int, bytes, int, int]]:
+        """(ts_ns, data, wirelen, interface id): pcapng interfaces are numbered in
+        file order across sections; a pcap file has the one interface 0."""
+        if self.format == "pcap":
+            return ((ts, data, wirelen, 0) for ts, data, wirelen in self._iter)
         return self._iter_pcapng()
 
-    def _iter_pcapng(self) -> Iterator[Record]:
+    def _iter_pcapng(self):
         if self._first is not None:
             first, self._first = self._first, None
             yield first
@@ -415,45 +500,29 @@ def read_capture(path: str):
 
 
 class PcapWriter:
-    """Writes a nanosecond pcap, atomically: a temporary file renamed on close.
+    """Writes a nanosecond pcap through SafeOutput: a regular file or new path is
+    written to a temporary file renamed on close; a device, FIFO, /dev/fd/N or
+    ``-`` (standard output) is written in place.
 
     ``abort()`` (or an exception inside ``with``) removes the temporary file and
-    leaves any existing file at the destination untouched.  ``-`` writes to
-    standard output directly.
+    leaves any existing file at the destination untouched.
 
-    Records headed for a file are gathered (references, not copies: ``bytes``
-    cannot change) and handed to the kernel about a megabyte at a time with one
-    ``os.writev``, so a 64 KiB super-packet is never copied in user space.
+    Records are gathered (references, not copies: ``bytes`` cannot change) and
+    handed to the kernel about a megabyte at a time with one ``os.writev``, so a
+    64 KiB super-packet is never copied in user space.
     """
 
     GATHER_BYTES = 1 << 20
     GATHER_PIECES = 512                  # well below IOV_MAX (1024 on Linux)
 
-    def __init__(self, path: str, linktype: int = LINKTYPE_ETHERNET, snaplen: int = 262144):
+    def __init__(self, path: str, linktype: int = LINKTYPE_ETHERNET, snaplen: int = 262144,
+                 what: str = "output capture"):
         self.path = path
         self.packets = 0
-        self._tmp: Optional[str] = None
-        self._fd: Optional[int] = None
-        self._f: Optional[BinaryIO] = None
-        self._pending: list = []
-        self._pending_bytes = 0
+        self._out: Optional[SafeOutput] = SafeOutput(path, what)
         header = struct.pack("<IHHiIII", PCAP_MAGIC_NS, 2, 4, 0, 0, snaplen, linktype)
-        if path == "-":
-            self._f = sys.stdout.buffer
-            self._f.write(header)
-        else:
-            directory = os.path.dirname(os.path.abspath(path)) or "."
-            try:
-                fd, self._tmp = tempfile.mkstemp(prefix=".grotool-", suffix=".tmp", dir=directory)
-            except OSError as exc:
-                raise InputError(f"{path}: cannot create output: {exc.strerror}") from None
-            if hasattr(os, "writev"):
-                self._fd = fd
-                self._pending.append(header)
-                self._pending_bytes = len(header)
-            else:                        # no gather writes on this platform
-                self._f = io.BufferedWriter(io.FileIO(fd, "wb"), buffer_size=1 << 20)
-                self._f.write(header)
+        self._pending: list = [header]
+        self._pending_bytes = len(header)
         self._pack = struct.Struct("<IIII").pack
 
     def write(self, ts_ns: int, data, wirelen: Optional[int] = None) -> None:
@@ -464,10 +533,6 @@ class PcapWriter:
                              "in a pcap file (before 1970 or after 2106)")
         record = self._pack(sec, nsec, n, n if wirelen is None else wirelen)
         self.packets += 1
-        if self._fd is None:
-            self._f.write(record)
-            self._f.write(data)
-            return
         if type(data) is not bytes:
             data = bytes(data)           # the caller may change a bytearray after we return
         pending = self._pending
@@ -483,48 +548,22 @@ class PcapWriter:
             return
         self._pending = []
         self._pending_bytes = 0
-        fd = self._fd
-        while pending:
-            written = os.writev(fd, pending)
-            # a short write (rare on a regular file): drop what went out, retry the rest
-            while pending and written >= len(pending[0]):
-                written -= len(pending[0])
-                pending.pop(0)
-            if written:
-                pending[0] = memoryview(pending[0])[written:]
+        self._out.writev(pending)
 
     def close(self) -> None:
-        if self._tmp is None:
-            self._f.flush()
+        if self._out is None:
             return
-        if self._fd is not None:
+        try:
             self._flush_pending()
-            os.fsync(self._fd)
-            os.close(self._fd)
-            self._fd = None
-        else:
-            self._f.flush()
-            os.fsync(self._f.fileno())
-            self._f.close()
-        os.chmod(self._tmp, 0o644)
-        os.replace(self._tmp, self.path)
-        self._tmp = None
+            self._out.commit()
+        finally:
+            self._out = None
 
     def abort(self) -> None:
-        if self._tmp is not None:
-            try:
-                if self._fd is not None:
-                    self._pending = []
-                    os.close(self._fd)
-                    self._fd = None
-                else:
-                    self._f.close()
-            finally:
-                try:
-                    os.unlink(self._tmp)
-                except OSError:
-                    pass
-                self._tmp = None
+        self._pending = []
+        if self._out is not None:
+            self._out.abort()
+            self._out = None
 
     def __enter__(self) -> "PcapWriter":
         return self

@@ -13,10 +13,7 @@ Block and option layout follow the pcapng specification
 
 from __future__ import annotations
 
-import os
 import struct
-import sys
-import tempfile
 from typing import BinaryIO, Iterable, Optional, Sequence, Tuple
 
 from .. import __version__
@@ -114,23 +111,39 @@ class PcapngWriter:
         self.stream.flush()
 
 
+class _Buffered:
+    """A file-like ``write``/``flush`` over a SafeOutput, in 1 MiB pieces."""
+
+    def __init__(self, out):
+        self._out = out
+        self._pieces = []
+        self._size = 0
+
+    def write(self, data) -> None:
+        self._pieces.append(bytes(data))
+        self._size += len(data)
+        if self._size >= 1 << 20:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._pieces:
+            self._out.writev(self._pieces)
+            self._pieces = []
+            self._size = 0
+
+
 class PcapngFile:
-    """A PcapngWriter on a path: written to a temporary file in the same
-    directory and renamed on ``close()``; ``abort()`` removes it.  ``-`` is
-    standard output.  Same contract as ``grotool.io.capture.PcapWriter``."""
+    """A PcapngWriter on a path, opened with grotool's safe opener
+    (grotool.io.safe_output: a regular file or new path through a temporary
+    file renamed on ``close()``, a device, FIFO or ``-`` written in place);
+    ``abort()`` removes the temporary.  Same contract as ``PcapWriter``."""
 
     def __init__(self, path: str, linktype: int, snaplen: int = 262144, *, section_comment: Optional[str] = None):
+        from .safe_output import open_output
+
         self.path = path
-        self._tmp: Optional[str] = None
-        if path == "-":
-            self._f = sys.stdout.buffer
-        else:
-            directory = os.path.dirname(os.path.abspath(path)) or "."
-            try:
-                fd, self._tmp = tempfile.mkstemp(prefix=".grotool-", suffix=".tmp", dir=directory)
-            except OSError as exc:
-                raise InputError(f"{path}: cannot create output: {exc.strerror}") from None
-            self._f = os.fdopen(fd, "wb", buffering=1 << 20)
+        self._out = open_output(path, "output capture")
+        self._f = _Buffered(self._out)
         self.writer = PcapngWriter(self._f, linktype, snaplen, section_comment=section_comment, name=path)
         self.write = self.writer.write
         self.write_delivery = self.writer.write_delivery
@@ -141,25 +154,11 @@ class PcapngFile:
 
     def close(self) -> None:
         self.writer.close()
-        if self._tmp is None:
-            return
-        os.fsync(self._f.fileno())
-        self._f.close()
-        os.chmod(self._tmp, 0o644)
-        os.replace(self._tmp, self.path)
-        self._tmp = None
+        self._f.flush()
+        self._out.commit()
 
     def abort(self) -> None:
-        if self._tmp is None:
-            return
-        try:
-            self._f.close()
-        finally:
-            try:
-                os.unlink(self._tmp)
-            except OSError:
-                pass
-            self._tmp = None
+        self._out.abort()
 
     def __enter__(self) -> "PcapngFile":
         return self

@@ -6,16 +6,37 @@ from __future__ import annotations
 from collections import Counter
 from typing import Dict, List, Optional
 
+from ..linktypes import SUPPORTED_LINKTYPES
 from .flows import FlowNamer, FlowTuple, flow_json
 
 SCHEMA = "grotool.stats/1"
 
 
-class FlowStats:
-    __slots__ = ("flow", "packets_in", "packets_out", "super_packets", "max_segs", "reasons", "bytes_out", "layers")
+class _UnknownLinkNamer:
+    """Frames of a link type grotool does not parse form one flow per link type."""
 
-    def __init__(self, flow: FlowTuple):
+    def __init__(self, linktype: int):
+        self.flow: FlowTuple = (f"linktype-{linktype}", "", "", None, None, (), ())
+
+    def __call__(self, key: bytes, data: bytes) -> FlowTuple:
+        return self.flow
+
+
+def make_namer(linktype: int, vxlan_ports=(), geneve_ports=()):
+    """Names come from the headers GRO compared: tunnels are looked into only
+    where the host has them (the engine's VXLAN/GENEVE ports)."""
+    if linktype not in SUPPORTED_LINKTYPES:
+        return _UnknownLinkNamer(linktype)
+    return FlowNamer(linktype, vxlan_ports=vxlan_ports, geneve_ports=geneve_ports)
+
+
+class FlowStats:
+    __slots__ = ("flow", "packets_in", "packets_out", "super_packets", "max_segs", "reasons", "bytes_out",
+                 "interface", "layers")
+
+    def __init__(self, flow: FlowTuple, interface: int = 0):
         self.flow = flow
+        self.interface = interface
         self.packets_in = 0
         self.packets_out = 0
         self.super_packets = 0
@@ -27,6 +48,7 @@ class FlowStats:
     def to_json(self) -> dict:
         doc = {
             "flow": flow_json(self.flow),
+            "interface": self.interface,
             "packets_in": self.packets_in,
             "packets_out": self.packets_out,
             "super_packets": self.super_packets,
@@ -83,13 +105,17 @@ class LayoutTotals:
 
 
 class StatsCollector:
-    """Feed it every Delivery in order; it never keeps the packets themselves."""
+    """Feed it every Delivery in order; it never keeps the packets themselves.
+    Flows are told apart by capture interface too: each interface is its own device."""
 
-    def __init__(self, linktype: int, layout: str = "frags", max_skb_frags: int = 17, *,
-                 vxlan_ports=(), geneve_ports=()):
-        # names come from the headers GRO compared: tunnels looked into only where the host has them
-        self.namer = FlowNamer(linktype, vxlan_ports=vxlan_ports, geneve_ports=geneve_ports)
-        self.flows: Dict[FlowTuple, FlowStats] = {}
+    def __init__(self, linktype: int, interfaces: Optional[List[dict]] = None, *, layout: str = "frags",
+                 max_skb_frags: int = 17, vxlan_ports=(), geneve_ports=()):
+        self.linktype = linktype
+        self._ports = (tuple(vxlan_ports), tuple(geneve_ports))
+        self.namer = make_namer(linktype, *self._ports)
+        self.interfaces: List[dict] = interfaces if interfaces is not None else []
+        self._namers: Dict[int, object] = {0: self.namer}
+        self.flows: Dict[tuple, FlowStats] = {}       # (interface, flow) -> its statistics
         self.reasons: Counter = Counter()
         self.packets_in = 0
         self.packets_out = 0
@@ -99,16 +125,44 @@ class StatsCollector:
         self.layers: Counter = Counter()
         # engine flow identity -> its FlowStats: the identity holds every byte the
         # flow description is made of, so one description per identity is exact
-        self._by_key: Dict[bytes, FlowStats] = {}
+        self._by_key: Dict[object, FlowStats] = {}
+
+    def _namer_of(self, interface: int):
+        namer = self._namers.get(interface)
+        if namer is None:
+            linktype = self.linktype
+            for info in self.interfaces:
+                if info["id"] == interface:
+                    linktype = info["linktype"]
+            namer = self._namers[interface] = make_namer(linktype, *self._ports)
+        return namer
+
+    def describe(self, delivery) -> FlowTuple:
+        interface = delivery.interface
+        namer = self.namer if not interface else self._namer_of(interface)
+        return namer(delivery.key, delivery.data)
+
+    def interface_name(self, interface: int) -> str:
+        for info in self.interfaces:
+            if info["id"] == interface:
+                return info["name"]
+        return f"if{interface}"
+
+    @property
+    def interfaces_seen(self) -> int:
+        return len({fs.interface for fs in self.flows.values()})
 
     def add(self, delivery) -> None:
         key = delivery.key
+        interface = delivery.interface
+        if interface and key:
+            key = (interface, key)
         fs = self._by_key.get(key) if key else None
         if fs is None:
-            flow = self.namer(key, delivery.data)
-            fs = self.flows.get(flow)
+            flow = self.describe(delivery)
+            fs = self.flows.get((interface, flow))
             if fs is None:
-                fs = self.flows[flow] = FlowStats(flow)
+                fs = self.flows[(interface, flow)] = FlowStats(flow, interface)
             if key and len(self._by_key) < 1_000_000:
                 self._by_key[key] = fs
         segs = delivery.segs
@@ -134,7 +188,7 @@ class StatsCollector:
 
     def sorted_flows(self) -> List[FlowStats]:
         return sorted(self.flows.values(), key=lambda f: (-f.packets_in, f.flow[0], f.flow[1], f.flow[2],
-                                                          f.flow[3] or 0, f.flow[4] or 0, f.flow[5]))
+                                                          f.flow[3] or 0, f.flow[4] or 0, f.flow[5], f.interface))
 
     def document(self, input_info: dict, settings: dict, engine_stats: Optional[dict] = None) -> dict:
         totals = {

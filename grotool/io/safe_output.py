@@ -1,0 +1,275 @@
+"""Opening outputs safely; used by every writer (pcap, JSON, JSON Lines).
+
+What a path is decides how it is written:
+
+- a regular file, or a path that does not exist yet: a temporary file in the
+  same directory, fsynced and renamed over the path at the end, so a reader
+  never sees half a file and a failed run leaves the old file untouched;
+- a symbolic link: the same, applied to the file it points to (the link stays);
+- anything else (character device such as /dev/null, FIFO, socket, terminal)
+  and descriptor paths (``-``, /dev/stdout, /dev/fd/N, /proc/self/fd/N, what
+  ``>(cmd)`` expands to): written in place, never replaced.
+
+Temporary files are registered while they exist, so that a signal handler can
+remove them (``remove_temporaries``), and removed on every error.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+import sys
+import tempfile
+from typing import Iterable, List, Optional, Set
+
+from ..errors import OutputError
+
+# Temporary files of outputs not yet committed or aborted, for signal cleanup.
+_LIVE_TEMPORARIES: Set[str] = set()
+
+TEMP_PREFIX = ".grotool-"
+TEMP_SUFFIX = ".tmp"
+
+_DESCRIPTOR_PATH = re.compile(r"^/(?:dev/fd|proc/(?:self|thread-self|\d+)(?:/task/\d+)?/fd)/(\d+)$")
+_STD_STREAMS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+_IOV_PIECES = 512                          # below IOV_MAX (1024 on Linux)
+
+
+def remove_temporaries() -> None:
+    """Remove every temporary file of an unfinished output (signal handlers call this)."""
+    for path in list(_LIVE_TEMPORARIES):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        _LIVE_TEMPORARIES.discard(path)
+
+
+def _descriptor_of(path: str) -> Optional[int]:
+    """The file descriptor a path names (/dev/stdout, /dev/fd/3, ...), following the
+    final component's symbolic links; None for an ordinary path."""
+    current = os.path.abspath(path)
+    for _ in range(40):                    # the kernel's own symlink limit
+        if current in _STD_STREAMS:
+            return _STD_STREAMS[current]
+        m = _DESCRIPTOR_PATH.match(current)
+        if m:
+            return int(m.group(1))
+        if not os.path.islink(current):
+            return None
+        target = os.readlink(current)
+        current = os.path.normpath(os.path.join(os.path.dirname(current), target))
+    return None
+
+
+def _fail(path: str, what: str, problem: str) -> OutputError:
+    return OutputError(f"{path}: cannot write {what}: {problem}")
+
+
+def check_output_path(path: Optional[str], what: str = "output") -> None:
+    """Raise OutputError (one line) when ``path`` certainly cannot be written:
+    called for every output before the first input frame is read."""
+    if path is None or path == "-" or _descriptor_of(path) is not None:
+        return
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise _fail(path, what, exc.strerror) from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise _fail(path, what, "it is a directory")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        if not os.access(path, os.W_OK):
+            raise _fail(path, what, "permission denied")
+        return                             # device, FIFO, ...: written in place
+    target = os.path.realpath(path)
+    directory = os.path.dirname(target) or "."
+    if not os.path.exists(directory):
+        raise _fail(path, what, f"directory {directory} does not exist")
+    if not os.path.isdir(directory):
+        raise _fail(path, what, f"{directory} is not a directory")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise _fail(path, what, f"directory {directory} is not writable")
+    if st is not None and not os.access(target, os.W_OK):
+        raise _fail(path, what, "permission denied")
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+class SafeOutput:
+    """One output opened safely (see the module docstring).  Write bytes with
+    ``write``/``writev``; ``commit()`` makes a file output appear at its path,
+    ``abort()`` (or an exception inside ``with``) removes the temporary and leaves
+    whatever was at the path untouched.  Every failure is an OutputError."""
+
+    def __init__(self, path: str, what: str = "output"):
+        self.path = path
+        self.what = what
+        self.fd: Optional[int] = None
+        self.temporary: Optional[str] = None      # set while a temporary file exists
+        self._target: Optional[str] = None        # what the temporary replaces
+        self._mode = 0o666 & ~_umask()
+        if path == "-":
+            sys.stdout.flush()
+            self.fd = self._dup(1)
+            return
+        check_output_path(path, what)
+        descriptor = _descriptor_of(path)
+        if descriptor is not None:
+            try:
+                self.fd = os.dup(descriptor)
+                return
+            except OSError:
+                pass                               # not open in this process: open the path itself
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            st = None
+        except OSError as exc:
+            raise _fail(path, what, exc.strerror) from None
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            try:
+                self.fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+            except OSError as exc:
+                raise _fail(path, what, exc.strerror) from None
+            return
+        self._target = os.path.realpath(path)
+        if st is not None:
+            self._mode = stat.S_IMODE(st.st_mode)          # replacing a file keeps its permissions
+        directory = os.path.dirname(self._target) or "."
+        try:
+            self.fd, self.temporary = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX, dir=directory)
+        except OSError as exc:
+            raise _fail(path, what, exc.strerror) from None
+        _LIVE_TEMPORARIES.add(self.temporary)
+
+    def _dup(self, fd: int) -> int:
+        try:
+            return os.dup(fd)
+        except OSError as exc:
+            raise _fail(self.path, self.what, exc.strerror) from None
+
+    @property
+    def replaces_file(self) -> bool:
+        """True when the output is written to a temporary file and renamed at the end."""
+        return self._target is not None
+
+    def _error(self, exc: OSError) -> OutputError:
+        self.abort()
+        if exc.errno == errno.ENOSPC:
+            return _fail(self.path, self.what, "no space left on device (nothing written)")
+        return _fail(self.path, self.what, exc.strerror or str(exc))
+
+    def write(self, data) -> None:
+        view = memoryview(data)
+        try:
+            while view:
+                n = os.write(self.fd, view)
+                view = view[n:]
+        except BrokenPipeError:
+            self.abort()
+            raise
+        except OSError as exc:
+            raise self._error(exc) from None
+
+    def writev(self, pieces: List) -> None:
+        """Write every buffer of ``pieces`` (the list is consumed), gathered."""
+        fd = self.fd
+        try:
+            while pieces:
+                batch = pieces[:_IOV_PIECES]
+                written = os.writev(fd, batch)
+                # a short write: drop what went out, retry the rest
+                done = 0
+                while done < len(batch) and written >= len(batch[done]):
+                    written -= len(batch[done])
+                    done += 1
+                del pieces[:done]
+                if written:
+                    pieces[0] = memoryview(pieces[0])[written:]
+        except BrokenPipeError:
+            self.abort()
+            raise
+        except OSError as exc:
+            raise self._error(exc) from None
+
+    def commit(self) -> None:
+        if self.fd is None:
+            return
+        fd, self.fd = self.fd, None
+        if self.temporary is None:
+            try:
+                os.close(fd)
+            except OSError as exc:
+                raise _fail(self.path, self.what, exc.strerror) from None
+            return
+        try:
+            os.fchmod(fd, self._mode)
+            os.fsync(fd)
+            os.close(fd)
+            fd = None
+            os.replace(self.temporary, self._target)
+        except OSError as exc:
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            raise self._error(exc) from None
+        _LIVE_TEMPORARIES.discard(self.temporary)
+        self.temporary = None
+
+    def abort(self) -> None:
+        if self.fd is not None:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+            self.fd = None
+        if self.temporary is not None:
+            try:
+                os.unlink(self.temporary)
+            except OSError:
+                pass
+            _LIVE_TEMPORARIES.discard(self.temporary)
+            self.temporary = None
+
+    def __enter__(self) -> "SafeOutput":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+
+def open_output(path: str, what: str = "output") -> SafeOutput:
+    """The one way grotool opens an output (see the module docstring): a writer
+    calls ``write``/``writev`` on the result, then ``commit()`` or ``abort()``."""
+    return SafeOutput(path, what)
+
+
+def check_outputs(paths: Iterable[Optional[str]], whats: Iterable[str]) -> None:
+    """check_output_path for several outputs; also refuses two outputs on one path."""
+    seen = {}
+    for path, what in zip(paths, whats):
+        if not path:
+            continue
+        check_output_path(path, what)
+        if path == "-":
+            key = "-"
+        elif _descriptor_of(path) is not None or (os.path.exists(path) and not os.path.isfile(path)):
+            continue                       # /dev/null twice is fine
+        else:
+            key = os.path.realpath(path)
+        if key in seen:
+            raise OutputError(f"{path}: {seen[key]} and {what} cannot both be written there")
+        seen[key] = what

@@ -1,0 +1,335 @@
+"""Outputs are written safely (issue 7, bugs 1 and 2): devices, FIFOs, descriptors
+and symlink targets in place; regular files atomically; every failure and signal
+leaves no debris and exits with a documented code."""
+
+import os
+import shutil
+import signal
+import stat
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+EXIT_OUTPUT = 5          # grotool.errors.EXIT_OUTPUT, spelled out so the test also runs against old code
+
+ROOT = Path(__file__).resolve().parent.parent
+BULK = ROOT / "captures" / "bulk-4flows.pcap"
+PCAP_NS_MAGIC = struct.pack("<I", 0xA1B23C4D)
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (mount namespace, mknod)")
+
+
+def run_cli(*args, stdin=None, timeout=120, **kw):
+    return subprocess.run([sys.executable, "-m", "grotool", *args], input=stdin, capture_output=True, cwd=ROOT,
+                          timeout=timeout, **kw)
+
+
+def debris(directory: Path):
+    return sorted(p.name for p in directory.iterdir() if p.name.startswith(".grotool-") or "grotool-tmp" in p.name)
+
+
+def one_error_line(r):
+    text = r.stderr.decode()
+    lines = text.strip().splitlines()
+    assert len(lines) == 1, text
+    assert "Traceback" not in text
+    return lines[0]
+
+
+def expected_replay_bytes(tmp_path: Path) -> bytes:
+    ref = tmp_path / "reference.pcap"
+    r = run_cli("replay", "-q", str(BULK), str(ref))
+    assert r.returncode == 0, r.stderr
+    return ref.read_bytes()
+
+
+# -- bug 1: what is not a regular file is written in place -------------------------
+@pytest.mark.kernel
+@needs_root
+def test_character_device_is_written_in_place_not_replaced(tmp_path):
+    """The issue's reproduction: a null device on a private tmpfs stays a device."""
+    script = (
+        "set -e; mount -t tmpfs none {d}; mknod -m 666 {d}/null c 1 3; "
+        "{py} -m grotool replay -q {bulk} {d}/null --json {d}/null; echo rc=$?; stat -c %F {d}/null; "
+        "ls -a {d}"
+    ).format(d=tmp_path / "mnt", py=sys.executable, bulk=BULK)
+    (tmp_path / "mnt").mkdir()
+    r = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, cwd=ROOT, timeout=120)
+    out = r.stdout.decode().split()
+    assert r.returncode == 0, r.stderr
+    assert out[0] == "rc=0"
+    assert " ".join(out[1:4]) == "character special file"
+    assert out[4:] == [".", "..", "null"]                       # no temporary left beside it
+
+
+def test_fifo_is_written_in_place(tmp_path):
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    got = {}
+
+    def reader():
+        with open(fifo, "rb") as f:
+            got["data"] = f.read()
+
+    t = threading.Thread(target=reader)
+    t.start()
+    r = run_cli("replay", "-q", str(BULK), str(fifo))
+    t.join(30)
+    assert r.returncode == 0, r.stderr
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert got["data"] == expected_replay_bytes(tmp_path)
+    assert debris(tmp_path) == []
+
+
+def test_symlink_target_is_written_and_link_kept(tmp_path):
+    target_dir = tmp_path / "real"
+    target_dir.mkdir()
+    target = target_dir / "out.pcap"
+    target.write_bytes(b"old contents")
+    os.chmod(target, 0o640)
+    link = tmp_path / "link.pcap"
+    link.symlink_to(target)
+    r = run_cli("replay", "-q", str(BULK), str(link))
+    assert r.returncode == 0, r.stderr
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert target.read_bytes() == expected_replay_bytes(tmp_path)
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o640      # replacing a file keeps its permissions
+    assert debris(tmp_path) == [] and debris(target_dir) == []
+
+
+PRIVATE_DEV = ("mount -t tmpfs none /dev || exit 99; ln -s /proc/self/fd /dev/fd; "
+               "ln -s /proc/self/fd/1 /dev/stdout; mknod -m 666 /dev/null c 1 3; mknod -m 666 /dev/full c 1 7; ")
+
+
+def in_private_dev(command: str, **kw):
+    """Run a shell command with its own /dev (a tmpfs in a private mount
+    namespace): a grotool that replaced device files could do no harm here."""
+    return subprocess.run(["unshare", "-m", "sh", "-c", PRIVATE_DEV + command], capture_output=True, cwd=ROOT,
+                          timeout=120, **kw)
+
+
+@pytest.mark.kernel
+@needs_root
+def test_dev_fd_and_dev_stdout_are_written_in_place(tmp_path):
+    """`>(wc -c)` hands grotool a /dev/fd/N path: it must write into that descriptor."""
+    expected = expected_replay_bytes(tmp_path)
+    py = sys.executable
+    r = in_private_dev(f"{py} -m grotool replay -q {BULK} /dev/fd/3 3>&1 >/dev/null; echo rc=$? >&2; "
+                       "ls -l /dev/fd /dev/stdout >&2")
+    assert r.stdout == expected, r.stderr
+    err = r.stderr.decode().splitlines()
+    assert err[0] == "rc=0"
+    assert all(line.startswith("l") for line in err[1:3])       # still the symlinks
+    r = in_private_dev(f"{py} -m grotool replay -q {BULK} /dev/stdout; echo rc=$? >&2; ls -l /dev/stdout >&2")
+    assert r.stdout == expected
+    err = r.stderr.decode().splitlines()
+    assert err[0] == "rc=0" and err[1].startswith("l")
+
+
+def test_dev_fd_of_a_regular_file_keeps_the_descriptor(tmp_path):
+    """A descriptor opened by the caller (`3>file`) is written through, not replaced."""
+    expected = expected_replay_bytes(tmp_path)
+    out = tmp_path / "via-fd.pcap"
+    with open(out, "wb") as f:
+        f.write(b"HEAD")                                    # the caller's own bytes before grotool's
+        f.flush()
+        r = subprocess.run([sys.executable, "-m", "grotool", "replay", "-q", str(BULK), f"/dev/fd/{f.fileno()}"],
+                           pass_fds=(f.fileno(),), cwd=ROOT, capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes() == b"HEAD" + expected
+    assert debris(tmp_path) == []
+
+
+# -- bug 2: failures are one line, exit 5, no debris -------------------------------
+@pytest.mark.parametrize("option", ["OUTPUT", "--json", "--packets"])
+def test_output_that_is_a_directory(tmp_path, option):
+    target = tmp_path / "adir"
+    target.mkdir()
+    args = ["replay", "-q", str(BULK)]
+    args += [str(target)] if option == "OUTPUT" else [option, str(target)]
+    r = run_cli(*args)
+    assert r.returncode == EXIT_OUTPUT == 5
+    line = one_error_line(r)
+    assert "is a directory" in line and str(target) in line
+    assert debris(tmp_path) == [] and list(target.iterdir()) == []
+
+
+def test_missing_directory_is_found_before_reading_the_input(tmp_path):
+    """stdin stays open and empty: the run can only end at once if the output path
+    is checked before the first frame is read."""
+    proc = subprocess.Popen([sys.executable, "-m", "grotool", "replay", "-q", "-", str(tmp_path / "o.pcap"),
+                             "--json", "/nonexistent/x.json"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=ROOT)
+    try:
+        rc = proc.wait(timeout=20)
+    finally:
+        proc.kill()
+        proc.stdin.close()
+    err = proc.stderr.read().decode()
+    assert rc == 5, err
+    assert err.strip() == "grotool: error: /nonexistent/x.json: cannot write --json: directory /nonexistent does not exist"
+    assert debris(tmp_path) == [] and not (tmp_path / "o.pcap").exists()
+
+
+def test_compare_json_checked_first(tmp_path):
+    r = run_cli("compare", "-q", str(BULK), str(BULK), "--json", str(tmp_path))
+    assert r.returncode == 5
+    assert "is a directory" in one_error_line(r)
+
+
+def test_unwritable_directory(tmp_path):
+    from grotool.errors import OutputError
+    from grotool.io.safe_output import check_output_path
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    os.chmod(ro, 0o555)
+    try:
+        if os.geteuid() == 0:
+            with pytest.raises(OutputError):          # root may write anywhere; check the API on a file path
+                check_output_path(str(tmp_path / "missing" / "x"))
+        else:
+            r = run_cli("replay", "-q", str(BULK), str(ro / "o.pcap"))
+            assert r.returncode == 5 and "not writable" in one_error_line(r)
+    finally:
+        os.chmod(ro, 0o755)
+
+
+@pytest.mark.kernel
+@needs_root
+def test_disk_full_dev_full_is_one_line_exit_5(tmp_path):
+    r = in_private_dev(f"{sys.executable} -m grotool replay -q {BULK} /dev/full; echo rc=$?; ls -l /dev/full")
+    out = r.stdout.decode().splitlines()
+    assert out[0] == "rc=5" and out[1].startswith("c"), (r.stdout, r.stderr)
+    assert r.stderr.decode().strip() == ("grotool: error: /dev/full: cannot write output capture: "
+                                         "no space left on device (nothing written)")
+
+
+@pytest.mark.kernel
+@needs_root
+def test_disk_full_on_a_small_tmpfs_leaves_nothing(tmp_path):
+    d = tmp_path / "small"
+    d.mkdir()
+    script = ("mount -t tmpfs -o size=64k none {d} || exit 99; echo previous > {d}/out.pcap; "
+              "{py} -m grotool replay -q {bulk} {d}/out.pcap; echo rc=$?; ls -a {d}; cat {d}/out.pcap"
+              ).format(d=d, py=sys.executable, bulk=BULK)
+    r = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, cwd=ROOT, timeout=120)
+    out = r.stdout.decode().split()
+    assert out == ["rc=5", ".", "..", "out.pcap", "previous"], (r.stdout, r.stderr)
+    err = r.stderr.decode().strip().splitlines()
+    assert err == [f"grotool: error: {d}/out.pcap: cannot write output capture: "
+                   "no space left on device (nothing written)"]
+
+
+def _slow_input(proc, stop):
+    """Feed a pcap header and then records, slowly, until told to stop."""
+    frame = b"\x00" * 12 + b"\x08\x06" + b"\x00" * 46       # ARP-typed filler: passed through
+    try:
+        proc.stdin.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+        n = 0
+        while not stop.is_set():
+            rec = struct.pack("<IIII", 1700000000 + n, 0, len(frame), len(frame)) + frame
+            proc.stdin.write(rec * 2000)
+            proc.stdin.flush()
+            n += 1
+            time.sleep(0.02)
+    except (BrokenPipeError, ValueError, OSError):
+        pass
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)])
+def test_signal_removes_temporaries_and_exits_128_plus_signum(tmp_path, sig, code):
+    out = tmp_path / "o.pcap"
+    out.write_bytes(b"previous")
+    proc = subprocess.Popen([sys.executable, "-m", "grotool", "replay", "-q", "-", str(out),
+                             "--packets", str(tmp_path / "p.jsonl")],
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    stop = threading.Event()
+    feeder = threading.Thread(target=_slow_input, args=(proc, stop))
+    feeder.start()
+    try:
+        deadline = time.monotonic() + 30
+        while len(debris(tmp_path)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(debris(tmp_path)) == 2                    # the capture's and --packets' temporaries
+        time.sleep(0.3)
+        proc.send_signal(sig)
+        rc = proc.wait(timeout=30)
+    finally:
+        stop.set()
+        proc.kill()
+        feeder.join(10)
+    err = proc.stderr.read().decode()
+    assert rc == code, err
+    assert err.strip() == f"grotool: interrupted by {signal.Signals(sig).name}; temporary files removed"
+    assert debris(tmp_path) == []
+    assert out.read_bytes() == b"previous" and not (tmp_path / "p.jsonl").exists()
+
+
+def test_safe_output_api_atomic_and_abort(tmp_path):
+    from grotool.io.safe_output import SafeOutput
+
+    dest = tmp_path / "doc.json"
+    with SafeOutput(str(dest), "JSON") as out:
+        assert out.replaces_file
+        out.write(b"{}\n")
+        assert not dest.exists() and len(debris(tmp_path)) == 1
+    assert dest.read_bytes() == b"{}\n" and debris(tmp_path) == []
+    with pytest.raises(RuntimeError):
+        with SafeOutput(str(dest), "JSON") as out:
+            out.write(b"half")
+            raise RuntimeError("boom")
+    assert dest.read_bytes() == b"{}\n" and debris(tmp_path) == []
+    out = SafeOutput("/dev/null")
+    assert not out.replaces_file
+    out.write(b"x")
+    out.commit()
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_kernel_outputs_checked_before_anything(tmp_path):
+    """`grotool kernel` refuses an unusable output before touching the network or
+    reading the input (exit 5 even without root or input)."""
+    r = run_cli("kernel", str(tmp_path / "missing.pcap"), str(tmp_path), "-q")
+    assert r.returncode == 5 and "is a directory" in one_error_line(r)
+
+
+def test_help_documents_exit_codes_and_optional_output():
+    r = run_cli("replay", "--help")
+    text = r.stdout.decode()
+    assert "Usage: grotool replay [OPTIONS] INPUT [OUTPUT]" in text
+    for line in ("5    an output could not be written", "6    replay: the input's last record was cut short",
+                 "128+N  stopped by signal N"):
+        assert line in text
+    readme = (ROOT / "README.md").read_text()
+    for row in ("| 5 |", "| 6 |", "| 128+N |"):
+        assert row in readme
+    assert shutil.which("sh")
+
+
+@pytest.mark.kernel
+@needs_root
+def test_kernel_outputs_are_opened_safely(tmp_path):
+    """`grotool kernel` writes its capture and sidecar through the same opener:
+    a null device stays a device, a symlink's target is written."""
+    from grotool.io.capture import PcapWriter, read_capture
+
+    _, recs = read_capture(str(BULK))
+    small = tmp_path / "small.pcap"
+    with PcapWriter(str(small)) as w:
+        for ts, data, _ in recs[:40]:
+            w.write(ts, data)
+    target = tmp_path / "sidecar.json"
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    r = in_private_dev(f"{sys.executable} -m grotool kernel -q {small} /dev/null --json {link}; echo rc=$?; "
+                       "ls -l /dev/null")
+    out = r.stdout.decode().splitlines()
+    assert out[0] == "rc=0", r.stderr
+    assert out[1].startswith("c")
+    assert link.is_symlink() and target.read_text().startswith("{")
+    assert debris(tmp_path) == []
