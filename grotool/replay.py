@@ -71,6 +71,25 @@ def _progress_sink(progress: Callable, reader, every: int = 2048):
     return sink
 
 
+def _with_valid_checksums(add, linktype: int, settings: Settings, interface_linktypes: dict):
+    """--l4-csum full: packets sent up unchanged get valid TCP/UDP checksums
+    too (a capture from a sender with offload holds only the pseudo-header
+    seed), so that every checksum written is valid on the wire; super-packets
+    already got theirs when they were rebuilt.  Output only: no decision
+    depends on it."""
+    from .oracle.frames import fix_checksums
+
+    vxlan = set(settings.vxlan_ports) | {4789}
+    geneve = set(settings.geneve_ports) | {6081}
+
+    def fixed(d, _add=add):
+        if d.segs == 1 and d.reason != "unknown_link_type":
+            d.data = fix_checksums(d.data, ip_header=False, vxlan_ports=vxlan, geneve_ports=geneve,
+                                   linktype=interface_linktypes.get(d.interface, linktype))
+        _add(d)
+    return fixed
+
+
 class PacketLog:
     """--packets FILE: one JSON object per delivered packet (JSON Lines), for
     debugging single flush decisions and for `grotool compare` sidecars."""
@@ -159,6 +178,8 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
                 def add(d, _sinks=tuple(sinks)):
                     for sink in _sinks:
                         sink(d)
+            if settings.l4_csum == "full":
+                add = _with_valid_checksums(add, linktype, settings, engine.interface_linktypes)
             feed = engine.feed
             write = writer.write if writer is not None and pcapng is None else None
             # per interface: (link type, FCS bytes, longest frame within the MTU)

@@ -287,7 +287,7 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
     st = result.engine_stats
     if st.csum_offloaded or st.csum_bad:
         click.echo(
-            f"grotool: warning: {st.csum_offloaded} TCP checksums taken as offloaded (field held the "
+            f"grotool: warning: {st.csum_offloaded} TCP/UDP checksums taken as offloaded (field held the "
             f"pseudo-header seed), {st.csum_bad} bad (sent up alone), {st.csum_verified} verified",
             err=True,
         )

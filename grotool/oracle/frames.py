@@ -208,11 +208,12 @@ def _fix_checksum(buf: bytearray, c: Checksum) -> None:
 
 
 def fix_checksums(frame: bytes, *, ip_header: bool = True, vxlan_ports: Iterable[int] = NO_PORTS,
-                  geneve_ports: Iterable[int] = NO_PORTS) -> bytes:
+                  geneve_ports: Iterable[int] = NO_PORTS, linktype: int = LINKTYPE_ETHERNET) -> bytes:
     """Recompute the IPv4 header checksum(s), the innermost TCP/UDP checksum
     (when parse() finds one), and then, inside out, those of the enclosing GRE
-    (C flag) and UDP tunnel headers (a zero UDP checksum stays zero)."""
-    d = dissect_frame(frame, vxlan_ports=vxlan_ports, geneve_ports=geneve_ports)
+    (C flag) and UDP tunnel headers (a zero UDP checksum stays zero).  A frame
+    of another ``linktype`` (SLL, SLL2, raw IP) is dissected as such."""
+    d = dissect(frame, linktype, vxlan_ports=vxlan_ports, geneve_ports=geneve_ports)
     buf = bytearray(frame)
     if ip_header:
         for c in d.checksums:
