@@ -274,11 +274,18 @@ def test_mixed_link_types_refused_only_for_a_pcap_output(tmp_path):
     assert not (tmp_path / "o.pcap").exists() and [p.name for p in tmp_path.iterdir()] == ["mixed.pcapng"]
 
 
+HOSTS = [("nic", {}), ("veth", {}),
+         ("veth", {"udp_gro_forwarding": True, "rx_gro_list": True, "udp_gro_sockets": (53, 443),
+                   "vxlan_ports": (4789,), "geneve_ports": (6081,), "layout": "mlx5-copy256", "csum": "verify"})]
+
+
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="tcpdump corpus not present next to the checkout")
 def test_tcpdump_corpus_no_traceback_no_hang():
     """Every capture of tcpdump's test corpus replays (unknown link types passed
     through) or is refused with a one-line InputError; each file gets 20 s, the
-    whole corpus 300 s."""
+    whole corpus 300 s.  Three hosts: the nic and veth devices, and veth with
+    every host option on (UDP GRO, fraglist, VXLAN/GENEVE devices) and another
+    skb layout, so the UDP, tunnel and fraglist paths see damaged input too."""
     import signal
 
     paths = [p for p in sorted(glob.glob(str(CORPUS / "*"))) if not p.endswith("LICENSE")]
@@ -295,10 +302,10 @@ def test_tcpdump_corpus_no_traceback_no_hang():
     started = time.monotonic()
     try:
         for path in paths:
-            for device in ("nic", "veth"):
+            for device, host in HOSTS:
                 signal.alarm(20)
                 try:
-                    result = replay(path, None, Settings(device=device))
+                    result = replay(path, None, Settings(device=device, **host))
                 except InputError as exc:
                     refused[Path(path).name] = str(exc)
                     continue
@@ -312,7 +319,7 @@ def test_tcpdump_corpus_no_traceback_no_hang():
     finally:
         signal.signal(signal.SIGALRM, old)
     assert time.monotonic() - started < 300
-    assert replayed == 2 * (len(paths) - len(refused))
+    assert replayed == len(HOSTS) * (len(paths) - len(refused))
     assert passed_through > 1000
     # the only refusals left: timestamps whose fraction is not below one second
     assert sorted(refused) == ["atm-oam-loopback-print-overrun.pcap", "rx_serviceid_oobr.pcap",
