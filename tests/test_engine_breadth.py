@@ -304,3 +304,19 @@ def test_fraglist_chains_every_segment_whatever_the_layout():
     out = run(tcp_flow(5), rx_gro_list=True)
     shape = out[0].shape("frags")
     assert (shape.frags, shape.frag_list) == (5, 4)
+
+
+def test_layout_closed_form_equals_the_segment_by_segment_model():
+    import random
+
+    from grotool.engine import layout
+
+    rng = random.Random(1)
+    for _ in range(2000):
+        max_frags = rng.choice([1, 2, 5, 17, 45])
+        hlen = rng.choice([54, 66, 78])
+        first = hlen + rng.randint(1, 1448)
+        merged = tuple(rng.randint(1, 1448) for _ in range(rng.randint(0, 70)))
+        fast = layout.shape("frags", max_frags, 14, hlen - 14, first, merged, False, hlen)
+        slow = layout.shape_of("frags", max_frags, 14, hlen - 14, first, [hlen + m for m in merged], False)
+        assert (fast.frags, fast.frag_list, fast.truesize) == (slow.frags, slow.frag_list, slow.truesize)

@@ -271,7 +271,7 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
                         max_skb_frags=max_skb_frags, gro_normal_batch=gro_normal_batch, hz=int(hz),
                         rx_queues=rx_queues, rss_key=rss_key, rx_usecs=rx_usecs, rx_frames=rx_frames,
                         gro_flush_timeout=gro_flush_timeout, napi_defer_hard_irqs=napi_defer_hard_irqs,
-                        poll_ns_per_frame=poll_ns_per_frame, veth_rss=veth_rss, layout=layout,
+                        poll_ns_per_frame=poll_ns_per_frame, veth_rss=veth_rss, layout=layout or "",
                         **host_settings(host))
     if output_path == "-" and json_path == "-":
         raise click.UsageError("OUTPUT and --json cannot both be standard output")

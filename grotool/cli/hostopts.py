@@ -49,5 +49,6 @@ def host_settings(kwargs: dict) -> dict:
 
 
 layout_option = click.option(
-    "--layout", type=click.Choice(list(LAYOUTS)), default="frags", show_default=True,
-    help="How the driver hands frames to GRO (the skb layout): decides frags vs frag_list, never a decision.")
+    "--layout", type=click.Choice(list(LAYOUTS)), default=None,
+    help="Model how the driver hands frames to GRO (the skb layout: frags vs frag_list, truesize) and report "
+         "it in the statistics (skb_layout); it never changes a decision.")

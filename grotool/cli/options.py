@@ -36,6 +36,8 @@ def settings_from_options(options: dict) -> Settings:
     values = {name: options.pop(name) for name in list(options) if name in SETTINGS_FIELDS}
     if "hz" in values:
         values["hz"] = int(values["hz"])
+    if values.get("layout") is None:
+        values.pop("layout", None)                 # not given: no layout model
     if "gro_max_size" in values or "gro_ipv4_max_size" in values:
         values["gro_ipv4_max_size"] = ipv4_max_size_for(values.get("gro_max_size", GRO_LEGACY_MAX_SIZE),
                                                         values.get("gro_ipv4_max_size"))

@@ -46,7 +46,7 @@ class Settings:
     vxlan_ports: Tuple[int, ...] = ()    # VXLAN devices: their UDP tunnel sockets, by port
     geneve_ports: Tuple[int, ...] = ()   # GENEVE devices, by port
     local_tcp: Tuple[str, ...] = ()      # established local TCP sockets: "A:P>B:P" or "B:P" (see hoststate.py)
-    layout: str = "frags"                # how the driver hands frames to GRO (skb layout model, layout.py)
+    layout: str = ""                     # skb layout model (layout.py) for the statistics; "" = not modelled
 
     def validate(self) -> None:
         if self.device not in ("nic", "veth"):
@@ -81,7 +81,7 @@ class Settings:
         for spec in self.local_tcp:
             parse_local_tcp(spec)
         from .layout import LAYOUTS
-        if self.layout not in LAYOUTS:
+        if self.layout and self.layout not in LAYOUTS:
             raise ValueError(f"unknown --layout {self.layout!r} (one of {', '.join(LAYOUTS)})")
         if not 1 <= self.max_skb_frags <= 45:
             raise ValueError("max_skb_frags must be 1..45 (CONFIG_MAX_SKB_FRAGS)")

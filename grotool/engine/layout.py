@@ -113,6 +113,15 @@ def shape(layout: str, max_skb_frags: int, l2_len: int, offset: int, first_len: 
           merged_payloads: tuple, fraglist: bool, header_len: int) -> Shape:
     """shape_of for merged segments of header_len + each of merged_payloads
     bytes, remembered: bulk traffic repeats the same segment sizes."""
+    if layout == "frags" and not fraglist and first_len <= 2048 and \
+            (not merged_payloads or header_len + max(merged_payloads) <= 2048):
+        # the default layout with standard frames, in closed form: every frame is
+        # one page fragment in a 2 KiB buffer; every max_skb_frags-th segment
+        # starts a new skb on the frag_list (its head counted in full)
+        head = _parts(layout, first_len, l2_len, offset)
+        merged = len(merged_payloads)
+        chained = merged // max_skb_frags if max_skb_frags > 1 else merged
+        return Shape(1 + merged, chained, head.truesize + merged * 2048 + chained * (head.truesize - 2048), 0)
     key = (layout, max_skb_frags, l2_len, offset, first_len, merged_payloads, fraglist, header_len)
     result = _SHAPE_CACHE.get(key)
     if result is None:

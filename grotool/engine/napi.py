@@ -29,7 +29,7 @@ from typing import Callable, Deque, List, Optional
 from . import csum
 from .config import Settings
 from .gro import GroNode
-from .rss import Toeplitz
+from .rss import Toeplitz, hash_input
 from .skb import Delivery, Skb, Stats
 
 NS_PER_S = 1_000_000_000
@@ -193,7 +193,7 @@ class NicDevice:
         self.stats = stats
         self.queues = [_Queue(i, GroNode(settings, stats, deliver, queue=i)) for i in range(settings.rx_queues)]
         self.toeplitz = Toeplitz(settings.rss_key)
-        self._flow_hash = self.toeplitz.flow_hash
+        self._hash_cached = self.toeplitz.cached
         self.now = 0
         self.rx_usecs_ns = settings.rx_usecs * 1000
         self.rx_frames = settings.rx_frames
@@ -215,7 +215,15 @@ class NicDevice:
         if next_at is not None and next_at < ts:
             self._run_until(ts, inclusive=False)
         self.now = ts
-        skb.hash = h = self._flow_hash(skb.data, skb.l2_len, skb.protocol)
+        # Toeplitz.flow_hash, inlined: this runs for every frame
+        tup = hash_input(skb.data, skb.l2_len, skb.protocol)
+        if tup:
+            h = self._hash_cached(tup)
+            if h is None:
+                h = self.toeplitz.hash(tup)
+        else:
+            h = 0
+        skb.hash = h
         q = self.single_queue
         if q is None:
             queues = self.queues

@@ -225,7 +225,7 @@ class CaptureReader:
         self._fcs_len = ((network >> 28) & 0xF) * 2 if network & FCS_PRESENT_BIT else 0
         self._pos += 24
 
-    def _pcap_records(self) -> Iterator[Record]:
+    def _pcap_records(self) -> Iterator[Tuple[int, bytes, int, int]]:
         """Records from a reusable buffer filled with readinto: no per-chunk
         allocation, one copy per record."""
         unpack = struct.Struct(self._endian + "IIII").unpack_from
@@ -308,7 +308,7 @@ class CaptureReader:
                 return
             index += 1
             self.records_read = index
-            yield (sec * 1_000_000_000 + frac * mult, bytes(mv[pos + 16:stop]), wirelen)
+            yield (sec * 1_000_000_000 + frac * mult, bytes(mv[pos + 16:stop]), wirelen, 0)
             pos = stop
 
     # -- pcapng ----------------------------------------------------------------
@@ -461,14 +461,14 @@ class CaptureReader:
     # -- public ----------------------------------------------------------------
     def __iter__(self) -> Iterator[Record]:
         if self.format == "pcap":
-            return self._iter
+            return ((ts, data, wirelen) for ts, data, wirelen, _ in self._iter)
         return ((ts, data, wirelen) for ts, data, wirelen, _ in self._iter_pcapng())
 
     def records_with_interface(self) -> Iterator[Tuple[int, bytes, int, int]]:
         """(ts_ns, data, wirelen, interface id): pcapng interfaces are numbered in
         file order across sections; a pcap file has the one interface 0."""
         if self.format == "pcap":
-            return ((ts, data, wirelen, 0) for ts, data, wirelen in self._iter)
+            return self._iter                       # a pcap file's records carry interface 0
         return self._iter_pcapng()
 
     def _iter_pcapng(self):

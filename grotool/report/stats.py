@@ -32,7 +32,7 @@ def make_namer(linktype: int, vxlan_ports=(), geneve_ports=()):
 
 class FlowStats:
     __slots__ = ("flow", "packets_in", "packets_out", "super_packets", "max_segs", "reasons", "bytes_out",
-                 "interface", "layers")
+                 "interface", "layers", "layout")
 
     def __init__(self, flow: FlowTuple, interface: int = 0):
         self.flow = flow
@@ -44,6 +44,7 @@ class FlowStats:
         self.reasons: Counter = Counter()
         self.bytes_out = 0
         self.layers: Counter = Counter()        # (reason, "outer"/"inner") of encapsulated packets
+        self.layout: Optional["LayoutTotals"] = None   # with --layout: this flow's super-packets' shapes
 
     def to_json(self) -> dict:
         doc = {
@@ -59,6 +60,8 @@ class FlowStats:
         }
         if self.layers:
             doc["flush_layers"] = layers_json(self.layers)
+        if self.layout is not None:
+            doc["skb_layout"] = self.layout.to_json()
         return doc
 
 
@@ -82,8 +85,10 @@ class LayoutTotals:
         self.super_packets = self.with_frag_list = self.frag_list_skbs = self.frags = 0
         self.slow_pulls = self.bytes = self.truesize = 0
 
-    def add(self, delivery) -> None:
-        shape = delivery.shape(self.layout, self.max_skb_frags)
+    def shape_of(self, delivery):
+        return delivery.shape(self.layout, self.max_skb_frags)
+
+    def add(self, delivery, shape) -> None:
         self.super_packets += 1
         self.with_frag_list += 1 if shape.frag_list else 0
         self.frag_list_skbs += shape.frag_list
@@ -108,7 +113,7 @@ class StatsCollector:
     """Feed it every Delivery in order; it never keeps the packets themselves.
     Flows are told apart by capture interface too: each interface is its own device."""
 
-    def __init__(self, linktype: int, interfaces: Optional[List[dict]] = None, *, layout: str = "frags",
+    def __init__(self, linktype: int, interfaces: Optional[List[dict]] = None, *, layout: str = "",
                  max_skb_frags: int = 17, vxlan_ports=(), geneve_ports=()):
         self.linktype = linktype
         self._ports = (tuple(vxlan_ports), tuple(geneve_ports))
@@ -121,7 +126,8 @@ class StatsCollector:
         self.packets_out = 0
         self.super_packets = 0
         self.max_segs = 0
-        self.layout = LayoutTotals(layout, max_skb_frags)
+        # the skb layout model, only when asked for (--layout): it costs per super-packet
+        self.layout = LayoutTotals(layout, max_skb_frags) if layout else None
         self.layers: Counter = Counter()
         # engine flow identity -> its FlowStats: the identity holds every byte the
         # flow description is made of, so one description per identity is exact
@@ -181,7 +187,13 @@ class StatsCollector:
         if segs > 1:
             fs.super_packets += 1
             self.super_packets += 1
-            self.layout.add(delivery)
+            layout = self.layout
+            if layout is not None:
+                shape = layout.shape_of(delivery)
+                layout.add(delivery, shape)
+                if fs.layout is None:
+                    fs.layout = LayoutTotals(layout.layout, layout.max_skb_frags)
+                fs.layout.add(delivery, shape)
         if segs > self.max_segs:
             self.max_segs = segs
         self.reasons[reason] += 1
@@ -200,8 +212,9 @@ class StatsCollector:
             "max_segs": self.max_segs,
             "flows": len(self.flows),
             "flush_reasons": dict(self.reasons.most_common()),
-            "skb_layout": self.layout.to_json(),
         }
+        if self.layout is not None:
+            totals["skb_layout"] = self.layout.to_json()
         if self.layers:
             totals["flush_layers"] = layers_json(self.layers)
         if engine_stats is not None:
