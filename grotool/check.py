@@ -15,7 +15,6 @@ import difflib
 import hashlib
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field, fields
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -287,23 +286,12 @@ class Golden:
         return cls(m[1], int(m[2]), settings, origin, kernel, header.get("version", "?"), entries)
 
     def write(self, path: str) -> None:
-        """Atomically: a temporary file in the same directory, then a rename."""
-        directory = os.path.dirname(os.path.abspath(path)) or "."
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=".grotool-", suffix=".tmp", dir=directory)
-        except OSError as exc:
-            raise InputError(f"{path}: cannot write golden: {exc.strerror}") from None
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-                f.write(self.text())
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        except OSError as exc:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise InputError(f"{path}: cannot write golden: {exc.strerror}") from None
+        """Through grotool's safe opener: a temporary file renamed into place
+        (a device or FIFO written in place); a failure is an OutputError."""
+        from .io.safe_output import open_output
+
+        with open_output(path, "golden") as out:
+            out.write(self.text().encode("utf-8"))
 
 
 def golden_path_for(capture: str) -> str:

@@ -119,16 +119,8 @@ def _render(console: Console, results, max_differences: int, describe_difference
 
 
 def _write_bytes(data: bytes, path: str) -> None:
-    from ..errors import InputError
+    """The JUnit report, through grotool's safe opener (an OutputError, exit 5, on failure)."""
+    from ..io.safe_output import open_output
 
-    tmp = f"{path}.grotool-tmp"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise InputError(f"{path}: cannot write the JUnit report: {exc.strerror}") from None
+    with open_output(path, "--junit") as out:
+        out.write(data)

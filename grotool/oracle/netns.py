@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import ipaddress
 import os
 import resource
 import socket
