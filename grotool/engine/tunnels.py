@@ -74,7 +74,7 @@ def gre_gro_receive(bucket, skb, gro):
         return None
     if flags & GRE_CSUM and skb.flush is None and gro.verify_l4:
         # skb_gro_checksum_simple_validate: GRE header and everything after it
-        if csum.sum16(memoryview(data)[off:]) % 0xFFFF:
+        if csum.sum16(memoryview(data)[off:]):
             gro.stats.csum_bad += 1
             skb.flush = "gre_csum_bad"
             return None
