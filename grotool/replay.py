@@ -20,6 +20,7 @@ class ReplayResult:
     collector: StatsCollector
     engine_stats: object
     frames: int
+    verify: object = None        # grotool.verify.VerifyResult with verify=True
 
 
 def output_snaplen(settings: Settings) -> int:
@@ -71,7 +72,7 @@ class PacketLog:
 
 
 def replay(input_path: str, output_path: Optional[str], settings: Settings,
-           packets_path: Optional[str] = None) -> ReplayResult:
+           packets_path: Optional[str] = None, verify: bool = False) -> ReplayResult:
     with CaptureReader(input_path) as reader:
         linktype = reader.linktype if reader.linktype is not None else 1
         engine = Engine(linktype, settings)
@@ -84,6 +85,15 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
                 _log(d)
         else:
             add = collector.add
+        verifier = None
+        if verify:
+            # --verify: split every delivery again and compare with its input frames
+            from .verify import Verifier
+
+            verifier = Verifier(linktype)
+            def add(d, _add=add, _check=verifier.check):
+                _add(d)
+                _check(d)
         fcs = reader.fcs_len
         first_ts = last_ts = None
         try:
@@ -97,6 +107,8 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
                 if first_ts is None:
                     first_ts = ts
                 last_ts = ts
+                if verifier is not None:
+                    verifier.add_input(data)
                 out = feed(ts, data, wirelen)
                 if out:
                     for d in out:
@@ -137,4 +149,4 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
         doc["totals"]["irqs"] = st.irqs
         doc["totals"]["timer_polls"] = st.timer_polls
         doc["totals"]["normal_batches"] = st.normal_batches
-        return ReplayResult(doc, collector, st, frames)
+        return ReplayResult(doc, collector, st, frames, verifier.finish() if verifier is not None else None)

@@ -150,10 +150,13 @@ def _render_replay(result, console: Console, top: int) -> None:
               help="Write one JSON line per delivered packet: segments, gso_size, reason, input frames covered.")
 @click.option("--top", type=click.IntRange(0, 1 << 30), default=20, show_default=True, help="Flows shown in the table.")
 @click.option("--quiet", "-q", is_flag=True, help="No table.")
+@click.option("--verify", is_flag=True,
+              help="Split every delivered packet again (as GSO would) and check it reproduces the input frames "
+                   "it covers; exit 1 naming the first input frame that differs (docs/split.md).")
 @user_errors
 def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro, gro_max_size, gro_ipv4_max_size,
            max_skb_frags, gro_normal_batch, hz, rx_queues, rss_key, rx_usecs, rx_frames, gro_flush_timeout,
-           napi_defer_hard_irqs, poll_ns_per_frame, json_path, packets_path, top, quiet):
+           napi_defer_hard_irqs, poll_ns_per_frame, json_path, packets_path, top, quiet, verify):
     """Replay INPUT (pcap/pcapng, gzip ok, '-' for stdin) through simulated GRO;
     write what Linux would deliver to OUTPUT (pcap, '-' for stdout)."""
     from ..replay import replay as run_replay
@@ -166,7 +169,7 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
                         poll_ns_per_frame=poll_ns_per_frame)
     if output_path == "-" and json_path == "-":
         raise click.UsageError("OUTPUT and --json cannot both be standard output")
-    result = run_replay(input_path, output_path, settings, packets_path)
+    result = run_replay(input_path, output_path, settings, packets_path, verify=verify)
     console = _stderr_console() if (output_path == "-" or json_path == "-") else Console(highlight=False)
     st = result.engine_stats
     if st.csum_offloaded or st.csum_bad:
@@ -179,6 +182,20 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
         _write_json(result.document, json_path)
     if not quiet:
         _render_replay(result, console, top)
+    if verify:
+        _report_verify(result.verify)
+
+
+def _report_verify(outcome) -> None:
+    """replay --verify: one line on standard error; exit 1 on a difference."""
+    from ..errors import EXIT_DIFFERENT
+
+    if outcome.ok:
+        click.echo(f"grotool: verify: ok, {outcome.frames} input frames reproduced by splitting "
+                   f"{outcome.packets} delivered packets ({outcome.super_packets} super-packets)", err=True)
+        return
+    click.echo(f"grotool: verify: FAILED: {outcome.message}", err=True)
+    sys.exit(EXIT_DIFFERENT)
 
 
 @main.command()
