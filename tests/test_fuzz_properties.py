@@ -11,12 +11,14 @@ or in IP-in-IP tunnels, under random Settings.  Properties:
   streams byte for byte.
 
 The budget is bounded (derandomized, fixed example counts) so the suite stays
-fast and stable in CI.
+fast and stable in CI.  For a longer, randomized exploration:
+GROTOOL_FUZZ_SCALE=20 python -m pytest tests/test_fuzz_properties.py
 """
 
 from __future__ import annotations
 
 import io
+import os
 import struct
 from collections import Counter
 
@@ -30,7 +32,13 @@ from grotool.gso import NotSegmentable, flow_key, parse, segment
 from grotool.io.capture import CaptureReader, PcapWriter
 from grotool.verify import Verifier
 
-BUDGET = dict(deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SCALE = int(os.environ.get("GROTOOL_FUZZ_SCALE", "1"))
+BUDGET = dict(deadline=None, derandomize=SCALE == 1,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def examples(n: int) -> int:
+    return n * SCALE
 
 ADDRS = {4: [("10.0.0.1", "10.0.0.2"), ("10.0.1.1", "10.0.1.2")],
          6: [("fd00::1", "fd00::2"), ("fd00:1::1", "fd00:1::2")]}
@@ -192,19 +200,19 @@ def check_properties(records, cfg: Settings):
     return deliveries
 
 
-@settings(max_examples=120, **BUDGET)
+@settings(max_examples=examples(120), **BUDGET)
 @given(data=st.data(), cfg=SETTINGS)
 def test_engine_properties_on_corrupted_streams(data, cfg):
     check_properties(draw_stream(data.draw, corrupt=True), cfg)
 
 
-@settings(max_examples=60, **BUDGET)
+@settings(max_examples=examples(60), **BUDGET)
 @given(data=st.data(), cfg=SETTINGS)
 def test_engine_properties_on_clean_streams(data, cfg):
     check_properties(draw_stream(data.draw, corrupt=False), cfg)
 
 
-@settings(max_examples=60, **BUDGET)
+@settings(max_examples=examples(60), **BUDGET)
 @given(data=st.data())
 def test_split_of_replay_is_the_input_byte_for_byte_for_mergeable_streams(data):
     # one clean TCP flow, full-sized segments, valid checksums: GRO merges,
@@ -258,7 +266,7 @@ def _read_all(path):
         return None
 
 
-@settings(max_examples=60, **BUDGET)
+@settings(max_examples=examples(60), **BUDGET)
 @given(frames=st.lists(st.binary(min_size=0, max_size=200), min_size=0, max_size=8),
        fmt=st.sampled_from(["pcap-ns", "pcap-us", "pcapng"]))
 def test_reader_round_trips_well_formed_captures(tmp_path_factory, frames, fmt):
@@ -273,7 +281,7 @@ def test_reader_round_trips_well_formed_captures(tmp_path_factory, frames, fmt):
     assert [r[2] for r in records] == [len(f) for f in frames]
 
 
-@settings(max_examples=150, **BUDGET)
+@settings(max_examples=examples(150), **BUDGET)
 @given(frames=st.lists(st.binary(min_size=0, max_size=100), min_size=1, max_size=5),
        fmt=st.sampled_from(["pcap", "pcapng"]),
        edits=st.lists(st.tuples(st.integers(0, 10 ** 6), st.integers(0, 255)), max_size=6),

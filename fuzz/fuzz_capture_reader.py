@@ -1,0 +1,96 @@
+"""Coverage-guided fuzz target (atheris / libFuzzer) for the capture reader.
+
+Every input is written to a file on tmpfs and read with CaptureReader, as
+`grotool replay` reads a capture; the records go through the GRO engine too
+(at most MAX_RECORDS), so a frame the reader lets through cannot crash it.
+The only exception allowed is InputError (the documented one-line error,
+exit 3).  Anything else is a finding: libFuzzer stops and saves the input.
+
+Run for a bounded time (libFuzzer options pass through):
+
+    python fuzz/fuzz_capture_reader.py -max_total_time=60 -rss_limit_mb=2048 [CORPUS_DIR ...]
+
+With no corpus directory a few seed captures are used (fuzz/seeds.py).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+import atheris
+
+# the grotool next to this directory, not an installed one
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+with atheris.instrument_imports(include=["grotool"]):
+    from grotool.engine import Engine, Settings
+    from grotool.errors import InputError
+    from grotool.io.capture import CaptureReader
+
+MAX_RECORDS = 64
+# Findings reported but not fixed yet (they are outside the fuzzing code):
+# each is tolerated so the run can look for new ones, unless GROTOOL_FUZZ_STRICT=1.
+# Reproducers are in fuzz/findings/ (see fuzz/README.md).
+import zlib  # noqa: E402
+
+KNOWN_FINDINGS = (
+    zlib.error,        # findings/gzip-zlib-error.pcap.gz: corrupt deflate data escapes the reader
+    MemoryError,       # findings/snaplen-huge-caplen-oom.pcap: a record may claim up to the header's
+                       # snaplen (0xFFFFFFFF), and the reader allocates it (issue 7, bug 4)
+)
+# A cap on the address space turns a runaway allocation into MemoryError, which
+# is what the process would see on a machine without that much memory.
+ADDRESS_SPACE_LIMIT = 1 << 30
+STRICT = os.environ.get("GROTOOL_FUZZ_STRICT") == "1"
+known_hits = 0
+_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else None
+_FD, _PATH = tempfile.mkstemp(prefix="grotool-fuzz-", suffix=".pcap", dir=_DIR)
+os.close(_FD)
+_SETTINGS = Settings(device="veth")
+
+
+def test_one_input(data: bytes) -> None:
+    with open(_PATH, "wb") as f:
+        f.write(data)
+    try:
+        with CaptureReader(_PATH) as reader:
+            linktype = reader.linktype if reader.linktype is not None else 1
+            engine = Engine(linktype, _SETTINGS)
+            for n, (ts, frame, wirelen) in enumerate(reader):
+                engine.feed(ts, frame, wirelen)
+                if n >= MAX_RECORDS:
+                    break
+            engine.finish()
+    except InputError:
+        pass
+    except KNOWN_FINDINGS:
+        if STRICT:
+            raise
+        global known_hits
+        known_hits += 1
+
+
+def main() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_LIMIT, ADDRESS_SPACE_LIMIT))
+    args = list(sys.argv)
+    if not any(not a.startswith("-") for a in args[1:]):
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from seeds import write_seeds
+
+        args.append(write_seeds(tempfile.mkdtemp(prefix="grotool-fuzz-corpus-")))
+    try:
+        atheris.Setup(args, test_one_input)
+        atheris.Fuzz()
+    finally:
+        try:
+            os.unlink(_PATH)
+        except OSError:
+            pass
+
+
+if __name__ == "__main__":
+    main()
