@@ -294,7 +294,7 @@ def kernel(input_path, output_path, json_path, csum, udp_gro, batch, max_seconds
 
 @main.command()
 @click.argument("input_path", metavar="INPUT")
-@click.argument("output_path", metavar="OUTPUT", required=False)
+@click.argument("output_path", metavar="[OUTPUT]", required=False)
 @click.option("--mss", type=click.IntRange(1, 65535), default=None,
               help="gso_size for super-packets when no sidecar gives one (default: the flow's largest "
                    "ordinary segment, else what fills a 1500-byte MTU).")
@@ -307,7 +307,8 @@ def kernel(input_path, output_path, json_path, csum, udp_gro, batch, max_seconds
 @user_errors
 def split(input_path, output_path, mss, segs_path, no_sidecar, json_path, quiet):
     """Re-segment the super-packets of INPUT as Linux GSO would (TCP, UDP GSO,
-    fraglist, IP-in-IP, GRE, VXLAN, GENEVE) and write every frame to OUTPUT (pcap).
+    fraglist, IP-in-IP, GRE, VXLAN, GENEVE) and write every frame to OUTPUT
+    (pcap, '-' for stdout; without OUTPUT only the counts are reported).
 
     A frame is a super-packet when the sidecar says it covers 2+ segments, or,
     without a sidecar, when it is longer than the link MTU (1500 + link header).
