@@ -309,3 +309,37 @@ def test_writer_output_reads_back(tmp_path):
 
 if __name__ == "__main__":                       # pragma: no cover
     pytest.main([__file__, "-q"])
+
+
+# -- GSO on arbitrary input ---------------------------------------------------------------
+GSO_TYPE_NAMES = ["tcpv4", "tcpv6", "udp_l4", "fraglist", "tcp_fixedid", "tcp_fixedid_inner", "tcp_accecn",
+                  "ipxip4", "ipxip6", "gre", "gre_csum", "udp_tunnel", "udp_tunnel_csum"]
+
+
+@settings(max_examples=examples(150), **BUDGET)
+@given(data=st.data(), gso_size=st.integers(-1, 3000),
+       types=st.lists(st.sampled_from(GSO_TYPE_NAMES), max_size=3, unique=True),
+       linktype=st.sampled_from([1, 101, 113, 276, 147]))
+def test_gso_segment_raises_only_not_segmentable(data, gso_size, types, linktype):
+    base = data.draw(st.sampled_from(["random", "tcp", "udp"]))
+    if base == "random":
+        frame = data.draw(st.binary(max_size=400))
+    else:
+        flow = FlowState(data.draw, 0)
+        flow.proto = base
+        frame = flow.frame(data.draw(st.integers(0, 3000)), "A")
+        if linktype != 1:
+            frame = frame[14:] if linktype == 101 else frame
+        for _ in range(data.draw(st.integers(0, 3))):
+            at = data.draw(st.integers(0, len(frame) - 1))
+            frame = frame[:at] + bytes([data.draw(st.integers(0, 255))]) + frame[at + 1:]
+    try:
+        out = segment(frame, linktype, gso_size, types)
+    except NotSegmentable:
+        return
+    assert out and all(isinstance(s, bytes) for s in out)
+    if len(out) > 1:
+        chain = parse(out[0], linktype, bool(set(types) & {"udp_tunnel", "udp_tunnel_csum"}) if types else None)
+        header = chain.payload_off
+        assert all(len(s) - header <= gso_size for s in out)
+        assert all(len(s) - header == gso_size for s in out[:-1])
