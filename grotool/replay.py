@@ -149,4 +149,7 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
         doc["totals"]["irqs"] = st.irqs
         doc["totals"]["timer_polls"] = st.timer_polls
         doc["totals"]["normal_batches"] = st.normal_batches
-        return ReplayResult(doc, collector, st, frames, verifier.finish() if verifier is not None else None)
+        verified = verifier.finish() if verifier is not None else None
+        if verified is not None:
+            doc["verify"] = verified.as_dict()
+        return ReplayResult(doc, collector, st, frames, verified)

@@ -47,6 +47,8 @@ def test_every_capture_verifies(path, name):
     assert v.frames == result.frames == result.document["totals"]["packets_in"]
     assert v.packets == result.document["totals"]["packets_out"]
     assert v.super_packets == result.document["totals"]["super_packets"]
+    assert result.document["verify"] == {"ok": True, "frames": v.frames, "packets": v.packets,
+                                          "super_packets": v.super_packets, "first_bad_frame": None, "message": ""}
 
 
 def _delivery(data, indices, gso_size=0, gso_type=()):
