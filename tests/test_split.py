@@ -367,3 +367,23 @@ def test_split_warns_about_oversize_frames_it_cannot_segment(tmp_path):
     assert r.exit_code == 0
     assert "1 oversize frames passed through unchanged: IP protocol 1 is not TCP or UDP" in r.output
     assert read_capture(str(tmp_path / "out.pcap"))[1][0][1] == icmp
+
+
+def test_split_finds_a_kernel_style_sidecar_next_to_the_capture(tmp_path):
+    # grotool kernel --json: a document with packets[] carrying gso_segs/gso_size/gso_type
+    frames = [_super_tcp(3000, seq=1, ip_id=5), tcp_frame(10, seq=3001, ip_id=8)]
+    src = tmp_path / "k.pcap"
+    _write(src, frames)
+    doc = {"schema": "grotool.kernel/1", "packets": [
+        {"gso_segs": 3, "gso_size": 1000, "gso_type": ["tcpv4"]},
+        {"gso_segs": 1, "gso_size": 0, "gso_type": []}]}
+    (tmp_path / "k.json").write_text(json.dumps(doc))
+    # a statistics document under the other candidate name is not per packet: ignored
+    (tmp_path / "k.pcap.json").write_text(json.dumps({"schema": "grotool.stats/1", "totals": {}}))
+    r = _run("split", src, tmp_path / "out.pcap")
+    assert r.exit_code == 0, r.output
+    assert f"(gso_size from {tmp_path / 'k.json'})" in r.output
+    _, records = read_capture(str(tmp_path / "out.pcap"))
+    assert [(parse(rec[1]).seq, parse(rec[1]).ip_id, len(parse(rec[1]).payload)) for rec in records] == \
+        [(1, 5, 1000), (1001, 6, 1000), (2001, 7, 1000), (3001, 8, 10)]
+    assert records[3][1] == frames[1]
