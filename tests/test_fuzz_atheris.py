@@ -29,3 +29,15 @@ def test_capture_reader_fuzz_target_runs_clean(tmp_path):
     assert done, tail
     assert int(done.group(1)) >= 1000, tail
     assert not [p for p in os.listdir(tmp_path) if p.startswith(("crash-", "oom-", "timeout-", "leak-"))]
+
+
+FINDINGS = os.path.join(ROOT, "fuzz", "findings")
+
+
+@pytest.mark.parametrize("name", sorted(os.listdir(FINDINGS)))
+def test_known_findings_are_recognised_by_the_target(tmp_path, name):
+    # libFuzzer runs the given files once: each known finding is tolerated (and
+    # named in KNOWN_FINDINGS), so a long run can look past it
+    run = subprocess.run([sys.executable, TARGET, os.path.join(FINDINGS, name)], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]

@@ -343,3 +343,16 @@ def test_gso_segment_raises_only_not_segmentable(data, gso_size, types, linktype
         header = chain.payload_off
         assert all(len(s) - header <= gso_size for s in out)
         assert all(len(s) - header == gso_size for s in out[:-1])
+
+
+# -- findings outside this suite's files (reported; see fuzz/README.md) ------------------
+SHORT_TCP = bytes.fromhex("02020202020204040404040408004500001e00004000400626d80a0000010a00000204d20050000000000000")
+
+
+@pytest.mark.xfail(strict=True, raises=IndexError,
+                   reason="engine/tcp.py _validate reads the checksum field of a TCP segment shorter than "
+                          "18 bytes under --csum auto (found by fuzz/fuzz_capture_reader.py)")
+def test_engine_takes_a_tcp_segment_shorter_than_its_checksum_field():
+    # IPv4 total length 30: 10 bytes of "TCP"; the kernel flushes it (tcp_gro_pull_header)
+    deliveries = list(simulate([(0, SHORT_TCP, -1)], 1, Settings(csum="auto")))
+    assert [(d.segs, d.data) for d in deliveries] == [(1, SHORT_TCP)]
