@@ -95,3 +95,32 @@ def test_gre_super_packets_of_the_kernel_split_back():
         if with_csum:
             # GRE checksum (bytes 38-39) recomputed per segment: equal to what was sent
             assert [s[38:40] for s in segs] == [f[38:40] for f in frames[:10]]
+
+
+@needs_kernel
+def test_tcp_fraglist_super_packets_of_the_kernel_split_back():
+    # rx-gro-list and no local socket: tcp4/6_check_fraglist_gro chains the
+    # segments (the PSH segment differs in flags, so it goes up alone)
+    frames = ks.tcp_flow(20, flags_at=[(19, ks.ACK | ks.PSH)]) + ks.tcp_flow(10, sport=41000, family=6)
+    with KernelSession(udp_gro="fraglist") as session:
+        run = session.replay(frames)
+    assert run.reliable
+    assert [(len(p.covers), p.csum) for p in run.packets] == [(19, "valid"), (1, "valid"), (10, "valid")]
+    result, supers = _verify(frames, run.packets)
+    assert result.ok, result.message
+    assert supers == 2
+
+
+@needs_kernel
+def test_fixed_ids_need_the_gso_type_the_kernel_sidecar_cannot_carry():
+    # GRO records fixed IDs as SKB_GSO_TCP_FIXEDID, but the virtio header the
+    # kernel sidecar is read from has no such flag: split then numbers the IDs
+    frames = [ks.tcp(1448, seq=1000 + i * 1448, ip_id=0x77) for i in range(8)]
+    with KernelSession() as session:
+        run = session.replay(frames)
+    (p,) = run.packets
+    assert p.gso_type == ["tcpv4"] and p.covers == list(range(8))
+    ids = [struct.unpack_from("!H", s, 18)[0] for s in segment(p.data, 1, p.gso_size, p.gso_type)]
+    assert ids == [0x77 + k for k in range(8)]
+    fixed = segment(p.data, 1, p.gso_size, ("tcpv4", "tcp_fixedid"))
+    assert [s[:50] + s[52:] for s in fixed] == [f[:50] + f[52:] for f in frames]
