@@ -50,3 +50,32 @@ def write_seeds(directory: str) -> str:
         with open(os.path.join(directory, name), "wb") as f:
             f.write(data)
     return directory
+
+
+def write_gso_seeds(directory: str) -> str:
+    """Seeds for fuzz_gso.py: 4-byte prefix (gso_size 1000, gso_type mask, link
+    type Ethernet) + a super-packet: TCP/IPv4 with the offload seed, UDP, and
+    TCP in VXLAN (zero outer checksum)."""
+    eth = b"\x02\x00\x00\x00\x00\x02\x02\x00\x00\x00\x00\x01"
+
+    def ipv4(proto: int, body: bytes) -> bytes:
+        hdr = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(body), 1, 0x4000, 64, proto, 0,
+                                    b"\x0a\x00\x00\x01", b"\x0a\x00\x00\x02"))
+        total = sum(struct.unpack("!10H", bytes(hdr)))
+        total = (total & 0xFFFF) + (total >> 16)
+        hdr[10:12] = struct.pack("!H", ~((total & 0xFFFF) + (total >> 16)) & 0xFFFF)
+        return bytes(hdr) + body
+
+    tcp = struct.pack("!HHIIBBHHH", 1234, 80, 1, 1, 0x50, 0x10, 512, 0, 0) + bytes(range(256)) * 12
+    udp = struct.pack("!HHHH", 1234, 53, 8 + 3000, 0) + b"\x5a" * 3000
+    inner = eth + b"\x08\x00" + ipv4(6, tcp)
+    vxlan = struct.pack("!HHHH", 33000, 4789, 16 + len(inner), 0) + struct.pack("!II", 0x08000000, 42 << 8) + inner
+    seeds = {
+        "tcp4": b"\x03\xe8\x01\x00" + eth + b"\x08\x00" + ipv4(6, tcp),
+        "udp": b"\x03\xe8\x04\x00" + eth + b"\x08\x00" + ipv4(17, udp),
+        "vxlan": b"\x03\xe8\x81\x00" + eth + b"\x08\x00" + ipv4(17, vxlan),
+    }
+    for name, data in seeds.items():
+        with open(os.path.join(directory, name), "wb") as f:
+            f.write(data)
+    return directory

@@ -1,6 +1,7 @@
-"""The coverage-guided fuzz target for the capture reader (fuzz/), run for a
-bounded time: no finding other than the known ones listed in the target, and
-a real number of inputs tried."""
+"""The coverage-guided fuzz targets (fuzz/), run for a bounded time: the
+capture reader (with the engine behind it) for 20 s, grotool.gso for 10 s; no
+finding other than the known ones listed in the reader target, and a real
+number of inputs tried."""
 
 from __future__ import annotations
 
@@ -15,14 +16,19 @@ atheris = pytest.importorskip("atheris", reason="atheris is not installed (pip i
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET = os.path.join(ROOT, "fuzz", "fuzz_capture_reader.py")
+GSO_TARGET = os.path.join(ROOT, "fuzz", "fuzz_gso.py")
 SECONDS = int(os.environ.get("GROTOOL_ATHERIS_SECONDS", "20"))
 
 
-def test_capture_reader_fuzz_target_runs_clean(tmp_path):
+@pytest.mark.parametrize("target, seconds, extra", [
+    (TARGET, SECONDS, ["-rss_limit_mb=3072"]),
+    (GSO_TARGET, max(1, SECONDS // 2), ["-max_len=4096"]),
+], ids=["capture_reader", "gso"])
+def test_fuzz_target_runs_clean(tmp_path, target, seconds, extra):
     run = subprocess.run(
-        [sys.executable, TARGET, f"-max_total_time={SECONDS}", "-rss_limit_mb=3072", "-timeout=20",
-         f"-artifact_prefix={tmp_path}/"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=SECONDS * 6 + 60)
+        [sys.executable, target, f"-max_total_time={seconds}", "-timeout=20", f"-artifact_prefix={tmp_path}/",
+         *extra],
+        cwd=tmp_path, capture_output=True, text=True, timeout=seconds * 6 + 60)
     tail = "\n".join(line for line in run.stderr.splitlines() if not line.startswith("INFO: Instrumenting"))[-3000:]
     assert run.returncode == 0, f"fuzz target found something (artifacts in {tmp_path}):\n{tail}"
     done = re.search(r"Done (\d+) runs in", run.stderr)
