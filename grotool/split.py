@@ -128,13 +128,13 @@ def is_oversize(data: bytes, linktype: int) -> bool:
     return len(data) > LINK_MTU + link_overhead(data, linktype)
 
 
-def _payload_len(data: bytes, linktype: int):
-    """(flow key, L4 payload length, bytes of headers from the network header), or None."""
+def _payload_len(data: bytes, linktype: int) -> Optional[Tuple[bytes, int]]:
+    """(flow key, L4 payload length), or None when GSO could not segment the flow."""
     try:
         chain = parse(data, linktype)
     except NotSegmentable:
         return None
-    return flow_key(data, chain), chain.end - chain.payload_off, chain.payload_off - link_overhead(data, linktype)
+    return flow_key(data, chain), chain.end - chain.payload_off
 
 
 def largest_segments(records: Iterable[Tuple[int, bytes, int]], linktype: int, fcs: int) -> Dict[bytes, int]:
@@ -239,14 +239,12 @@ def _split_one(data: bytes, index: int, linktype: int, entries, sidecar_path, ms
             except NotSegmentable as exc:
                 result.not_segmentable[str(exc)] += 1
                 return None
-            got = (flow_key(data, chain), 0, chain.payload_off - link_overhead(data, linktype))
-            if got[0] in largest:
-                size, source = largest[got[0]], "flow"
+            key = flow_key(data, chain)
+            if key in largest:
+                size, source = largest[key], "flow"
             else:
                 # nothing to learn from: the payload that fills a 1500-byte MTU
-                size, source = LINK_MTU - got[2], "mtu"
-            if size <= 0:
-                size = 0
+                size, source = LINK_MTU - (chain.payload_off - link_overhead(data, linktype)), "mtu"
     try:
         if size <= 0:
             raise NotSegmentable("no usable gso_size")

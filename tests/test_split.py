@@ -365,7 +365,7 @@ def test_split_warns_about_oversize_frames_it_cannot_segment(tmp_path):
     _write(src, [icmp])
     r = _run("split", "--no-sidecar", src, tmp_path / "out.pcap")
     assert r.exit_code == 0
-    assert "1 oversize frames passed through unchanged: IP protocol 1 is not TCP or UDP" in r.output
+    assert "1 super-packets not split (written unchanged): IP protocol 1 is not TCP or UDP" in r.output
     assert read_capture(str(tmp_path / "out.pcap"))[1][0][1] == icmp
 
 

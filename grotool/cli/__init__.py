@@ -321,7 +321,7 @@ def split(input_path, output_path, mss, segs_path, no_sidecar, json_path, quiet)
     if json_path:
         _write_json({"schema": "grotool.split/1", **result.as_dict()}, json_path)
     for reason, n in sorted(result.not_segmentable.items()):
-        click.echo(f"grotool: warning: {n} oversize frames passed through unchanged: {reason}", err=True)
+        click.echo(f"grotool: warning: {n} super-packets not split (written unchanged): {reason}", err=True)
     if not quiet:
         source = f" (gso_size from {result.sidecar})" if result.sidecar else ""
         click.echo(f"split: {result.frames_in} frames in, {result.frames_out} out, {result.super_packets} "
