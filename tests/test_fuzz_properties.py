@@ -80,6 +80,7 @@ class FlowState:
         self.seq = draw(st.integers(0, 2 ** 32 - 1))
         self.ip_id = draw(st.integers(0, 0xFFFF))
         self.fixed_id = draw(st.booleans())
+        self.vlans = draw(st.sampled_from([(), (), ((0x8100, 5),), ((0x88A8, 7), (0x8100, 9))]))
         self.src, self.dst = ADDRS[self.family][k % 2]
         self.sport = 1000 + k
 
@@ -92,7 +93,7 @@ class FlowState:
         else:
             l3 = udp_l3(payload, self.family, self.src, self.dst, self.sport, 53, self.ip_id, bad_l4)
         frame = ether(wrap(l3, self.family, self.outer, (self.ip_id + 0x5555) & 0xFFFF),
-                      0x0800 if (self.outer or self.family) == 4 else 0x86DD)
+                      0x0800 if (self.outer or self.family) == 4 else 0x86DD, vlans=self.vlans)
         self.seq = (self.seq + length) & 0xFFFFFFFF
         if not self.fixed_id:
             self.ip_id = (self.ip_id + 1) & 0xFFFF
@@ -130,7 +131,7 @@ def draw_stream(draw, corrupt: bool, max_frames: int = 40):
             frame = draw(st.binary(max_size=120))
         elif mutation == "snaplen":
             wirelen = len(frame) + draw(st.integers(1, 100))
-        elif mutation == "ttl" and flow.family == 4 and flow.outer is None:
+        elif mutation == "ttl" and flow.family == 4 and flow.outer is None and not flow.vlans:
             hdr = bytearray(frame[14:34])
             hdr[8] = (hdr[8] - 1) & 0xFF
             hdr[10:12] = b"\x00\x00"
