@@ -234,7 +234,8 @@ def test_split_of_replay_is_the_input_byte_for_byte_for_mergeable_streams(data):
     if flow.fixed_id and flow.outer == 4 and flow.family == 6:
         # sit with a fixed outer ID: tcp6_gro_complete cannot record it, so
         # GSO numbers the outer IDs (the verifier above allowed exactly that)
-        frames = [f[:18] + r[18:20] + f[20:24] + r[24:26] + f[26:] for f, r in
+        o = 14 + 4 * len(flow.vlans)                            # the outer IPv4 header
+        frames = [f[:o + 4] + r[o + 4:o + 6] + f[o + 6:o + 10] + r[o + 10:o + 12] + f[o + 12:] for f, r in
                   zip(frames, (rebuilt[i] for i in range(n)))]
     assert [rebuilt[i] for i in range(n)] == frames
 
