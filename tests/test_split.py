@@ -387,3 +387,26 @@ def test_split_finds_a_kernel_style_sidecar_next_to_the_capture(tmp_path):
     assert [(parse(rec[1]).seq, parse(rec[1]).ip_id, len(parse(rec[1]).payload)) for rec in records] == \
         [(1, 5, 1000), (1001, 6, 1000), (2001, 7, 1000), (3001, 8, 10)]
     assert records[3][1] == frames[1]
+
+
+def test_split_raw_ip_and_sll2_captures(tmp_path):
+    # raw IP: the MTU bound is 1500 bytes of IP; SLL2: 1500 + its 20-byte header
+    raw = tcp_frame(3000, tcp_csum="seed", link="raw", seq=9, ip_id=3)
+    edge = tcp_frame(1460, link="raw")                         # exactly 1500 bytes: ordinary
+    src = tmp_path / "raw.pcap"
+    _write(src, [raw, edge], linktype=101)
+    assert _run("split", "--no-sidecar", "--mss", "1000", src, tmp_path / "raw-out.pcap").exit_code == 0
+    linktype, records = read_capture(str(tmp_path / "raw-out.pcap"))
+    assert linktype == 101
+    assert [len(r[1]) for r in records] == [1040, 1040, 1040, 1500]
+    assert [parse(r[1], link="raw").ip_id for r in records[:3]] == [3, 4, 5]
+    assert records[3][1] == edge
+
+    sll2 = struct.pack("!HHIHBB8s", 0x0800, 0, 2, 1, 0, 6, b"\x02" * 6 + b"\0\0")
+    src = tmp_path / "sll2.pcap"
+    _write(src, [sll2 + raw], linktype=276)
+    assert _run("split", "--no-sidecar", "--mss", "1500", src, tmp_path / "sll2-out.pcap").exit_code == 0
+    linktype, records = read_capture(str(tmp_path / "sll2-out.pcap"))
+    assert linktype == 276 and [len(r[1]) for r in records] == [20 + 1540, 20 + 1540]
+    assert all(r[1][:20] == sll2 for r in records)
+    assert all(tcp_checksum_valid(r[1][20:], parse(r[1][20:], link="raw")) for r in records)
