@@ -10,14 +10,14 @@ Run for a bounded time (libFuzzer options pass through):
 
     python fuzz/fuzz_capture_reader.py -max_total_time=60 -rss_limit_mb=2048 [CORPUS_DIR ...]
 
-With no corpus directory a few seed captures are used (fuzz/seeds.py).
+With no corpus directory a few seed captures are used (fuzz/seeds.py), in
+memory: nothing is written anywhere but crash artifacts.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import tempfile
 import zlib
 
 import atheris
@@ -57,15 +57,19 @@ known_hits = 0
 # A cap on the address space turns a runaway allocation into MemoryError, which
 # is what the process would see on a machine without that much memory.
 ADDRESS_SPACE_LIMIT = 1 << 30
-_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else None
-_FD, _PATH = tempfile.mkstemp(prefix="grotool-fuzz-", suffix=".pcap", dir=_DIR)
-os.close(_FD)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from seeds import capture_seeds, memory_file, seed_inputs  # noqa: E402
+
+# the input is handed to CaptureReader as a path, as replay gets it: an
+# in-memory file rewritten for every input
+_PATH = memory_file()
+_FD = int(_PATH.rsplit("/", 1)[1])
 _SETTINGS = Settings(device="veth")
 
 
 def test_one_input(data: bytes) -> None:
-    with open(_PATH, "wb") as f:
-        f.write(data)
+    os.ftruncate(_FD, 0)
+    os.pwrite(_FD, data, 0)
     try:
         with CaptureReader(_PATH) as reader:
             linktype = reader.linktype if reader.linktype is not None else 1
@@ -90,18 +94,9 @@ def main() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_LIMIT, ADDRESS_SPACE_LIMIT))
     args = list(sys.argv)
     if not any(not a.startswith("-") for a in args[1:]):
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        from seeds import write_seeds
-
-        args.append(write_seeds(tempfile.mkdtemp(prefix="grotool-fuzz-corpus-")))
-    try:
-        atheris.Setup(args, test_one_input)
-        atheris.Fuzz()
-    finally:
-        try:
-            os.unlink(_PATH)
-        except OSError:
-            pass
+        args.append(seed_inputs(capture_seeds()))
+    atheris.Setup(args, test_one_input)
+    atheris.Fuzz()
 
 
 if __name__ == "__main__":

@@ -49,12 +49,10 @@ def test_one_input(data: bytes) -> None:
 def main() -> None:
     args = list(sys.argv)
     if not any(not a.startswith("-") for a in args[1:]):
-        import tempfile
-
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        from seeds import write_gso_seeds
+        from seeds import gso_seeds, seed_inputs
 
-        args.append(write_gso_seeds(tempfile.mkdtemp(prefix="grotool-fuzz-gso-")))
+        args.append(seed_inputs(gso_seeds()))
     atheris.Setup(args, test_one_input)
     atheris.Fuzz()
 

@@ -1,5 +1,7 @@
-"""Seed captures for the fuzz targets: tiny pcap (µs, ns, big-endian), pcapng
-and gzip files holding a few TCP/UDP/IPv6 frames, written into a directory."""
+"""Seeds for the fuzz targets: tiny pcap (µs, ns, big-endian), raw IP, SLL2,
+pcapng and gzip captures holding a few TCP/UDP/IPv6 frames (capture_seeds),
+and super-packets for the GSO target (gso_seeds).  Handed to libFuzzer as
+in-memory files (seed_inputs), or written into a corpus directory."""
 
 from __future__ import annotations
 
@@ -36,9 +38,23 @@ def _pcapng(frames) -> bytes:
     return out
 
 
-def write_seeds(directory: str) -> str:
+def memory_file(data: bytes = b"") -> str:
+    """A path to an in-memory file (memfd) that disappears with the process:
+    libFuzzer ends the process without running Python's cleanup."""
+    fd = os.memfd_create("grotool-fuzz")
+    os.write(fd, data)
+    return f"/proc/{os.getpid()}/fd/{fd}"
+
+
+def seed_inputs(seeds: dict) -> str:
+    """libFuzzer's -seed_inputs option for these seeds (no corpus directory is
+    written to, nothing is left behind)."""
+    return "-seed_inputs=" + ",".join(memory_file(data) for data in seeds.values())
+
+
+def capture_seeds() -> dict:
     frames = _frames()
-    seeds = {
+    return {
         "us.pcap": _pcap(frames),
         "ns-be.pcap": _pcap(frames, 0xA1B23C4D, ">"),
         "raw.pcap": _pcap([f[14:] for f in frames], linktype=101),
@@ -46,13 +62,17 @@ def write_seeds(directory: str) -> str:
         "x.pcapng": _pcapng(frames),
         "gz.pcap.gz": gzip.compress(_pcap(frames)),
     }
+
+
+def write_seeds(directory: str, seeds: dict) -> str:
+    """Write seeds into a corpus directory (to start a corpus kept across runs)."""
     for name, data in seeds.items():
         with open(os.path.join(directory, name), "wb") as f:
             f.write(data)
     return directory
 
 
-def write_gso_seeds(directory: str) -> str:
+def gso_seeds() -> dict:
     """Seeds for fuzz_gso.py: 4-byte prefix (gso_size 1000, gso_type mask, link
     type Ethernet) + a super-packet: TCP/IPv4 with the offload seed, UDP, and
     TCP in VXLAN (zero outer checksum)."""
@@ -70,12 +90,8 @@ def write_gso_seeds(directory: str) -> str:
     udp = struct.pack("!HHHH", 1234, 53, 8 + 3000, 0) + b"\x5a" * 3000
     inner = eth + b"\x08\x00" + ipv4(6, tcp)
     vxlan = struct.pack("!HHHH", 33000, 4789, 16 + len(inner), 0) + struct.pack("!II", 0x08000000, 42 << 8) + inner
-    seeds = {
+    return {
         "tcp4": b"\x03\xe8\x01\x00" + eth + b"\x08\x00" + ipv4(6, tcp),
         "udp": b"\x03\xe8\x04\x00" + eth + b"\x08\x00" + ipv4(17, udp),
         "vxlan": b"\x03\xe8\x81\x00" + eth + b"\x08\x00" + ipv4(17, vxlan),
     }
-    for name, data in seeds.items():
-        with open(os.path.join(directory, name), "wb") as f:
-            f.write(data)
-    return directory
