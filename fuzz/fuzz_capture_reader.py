@@ -17,6 +17,7 @@ memory: nothing is written anywhere but crash artifacts.
 from __future__ import annotations
 
 import os
+import struct
 import sys
 import zlib
 
@@ -41,6 +42,8 @@ KNOWN_FINDINGS = (
                                    # snaplen (0xFFFFFFFF) and the reader allocates it (issue 7, bug 4)
     (IndexError, "_validate"),     # engine-short-tcp-csum-indexerror.pcap: --csum auto reads the TCP
                                    # checksum field of a segment shorter than 18 bytes (engine/tcp.py)
+    (struct.error, "_pcapng_records"),  # pcapng-short-packet-block-struct-error.pcapng: an obsolete
+                                        # Packet Block (type 2) shorter than its 20-byte header
 )
 
 

@@ -359,3 +359,19 @@ def test_engine_takes_a_tcp_segment_shorter_than_its_checksum_field():
     # IPv4 total length 30: 10 bytes of "TCP"; the kernel flushes it (tcp_gro_pull_header)
     deliveries = list(simulate([(0, SHORT_TCP, -1)], 1, Settings(csum="auto")))
     assert [(d.segs, d.data) for d in deliveries] == [(1, SHORT_TCP)]
+
+
+SHORT_PACKET_BLOCK = bytes.fromhex(
+    "0a0d0d0a1c0000004d3c2b1a01000000ffffffffffffffff1c000000020000001c00000000000000000000000000000000"
+    "0000001c000000")
+
+
+@pytest.mark.xfail(strict=True, raises=struct.error,
+                   reason="io/capture.py reads an obsolete pcapng Packet Block (type 2) without checking its "
+                          "length (found by fuzz/fuzz_capture_reader.py)")
+def test_reader_refuses_a_short_obsolete_packet_block(tmp_path):
+    path = tmp_path / "short.pcapng"
+    path.write_bytes(SHORT_PACKET_BLOCK)
+    with pytest.raises(InputError):
+        with CaptureReader(str(path)) as reader:
+            list(reader)
