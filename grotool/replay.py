@@ -26,6 +26,7 @@ class ReplayResult:
     truncation: Optional[dict] = None       # the input's last record was cut short: where
     over_mtu: int = 0                       # frames longer than the link MTU (captured on a host)
     first_over_mtu: Optional[Tuple[int, int]] = None   # (record number, length) of the first
+    verify: object = None                   # grotool.verify.VerifyResult with verify=True
 
 
 DEFAULT_MTU = 1500
@@ -128,14 +129,17 @@ class PacketLog:
 
 def replay(input_path: str, output_path: Optional[str], settings: Settings,
            packets_path: Optional[str] = None, mtu: int = DEFAULT_MTU, *, output_format: Optional[str] = None,
-           observers: Sequence[Callable] = (), progress: Optional[Callable] = None) -> ReplayResult:
+           observers: Sequence[Callable] = (), progress: Optional[Callable] = None,
+           verify: bool = False) -> ReplayResult:
     """Replay a capture.  Every output path is checked before the first frame is
     read (OutputError); a last record cut short ends the input early and is
     reported in ``truncation``; frames of link types grotool does not parse
     are passed through (reason unknown_link_type).  ``observers`` are called
     with every Delivery in delivery order (plots, the API); one with a
     ``start(linktype)`` method is told the link type first.  ``progress(frames,
-    reader)`` is called every few thousand frames (the CLI's progress bar)."""
+    reader)`` is called every few thousand frames (the CLI's progress bar).
+    ``verify``: split every delivery again and compare with its input frames
+    (grotool.verify), the result in ``verify`` and the document."""
     check_outputs([output_path, packets_path], ["output capture", "--packets"])
     with CaptureReader(input_path, any_linktype=True, tolerate_truncation=True) as reader:
         linktype = reader.linktype if reader.linktype is not None else 1
@@ -178,6 +182,16 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
                 def add(d, _sinks=tuple(sinks)):
                     for sink in _sinks:
                         sink(d)
+            verifier = None
+            if verify:
+                # --verify: split every delivery again and compare with its input frames
+                from .verify import Verifier
+
+                verifier = Verifier(linktype)
+
+                def add(d, _add=add, _check=verifier.check):
+                    _add(d)
+                    _check(d)
             if settings.l4_csum == "full":
                 add = _with_valid_checksums(add, linktype, settings, engine.interface_linktypes)
             feed = engine.feed
@@ -216,6 +230,8 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
                 if first_ts is None:
                     first_ts = ts
                 last_ts = ts
+                if verifier is not None:
+                    verifier.add_input(data)
                 out = feed(ts, data, wirelen, ifid)
                 if out:
                     for d in out:
@@ -262,4 +278,7 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
         doc["totals"]["irqs"] = st.irqs
         doc["totals"]["timer_polls"] = st.timer_polls
         doc["totals"]["normal_batches"] = st.normal_batches
-        return ReplayResult(doc, collector, st, frames, reader.truncation, over_mtu, first_over_mtu)
+        verified = verifier.finish() if verifier is not None else None
+        if verified is not None:
+            doc["verify"] = verified.as_dict()
+        return ReplayResult(doc, collector, st, frames, reader.truncation, over_mtu, first_over_mtu, verified)

@@ -251,13 +251,16 @@ from .hostopts import host_options, host_settings, layout_option  # noqa: E402
 @click.option("--plot", "plot_path", metavar="FILE", default=None,
               help="Also draw the plot of `grotool plot` (needs the 'plot' extra: matplotlib).")
 @click.option("--quiet", "-q", is_flag=True, help="No table, no progress bar.")
+@click.option("--verify", is_flag=True,
+              help="Split every delivered packet again (as GSO would) and check it reproduces the input frames "
+                   "it covers; exit 1 naming the first input frame that differs (docs/split.md).")
 @host_options
 @layout_option
 @user_errors
 def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro, gro_max_size, gro_ipv4_max_size,
            max_skb_frags, gro_normal_batch, hz, rx_queues, rss_key, veth_rss, rx_usecs, rx_frames,
            gro_flush_timeout, napi_defer_hard_irqs, poll_ns_per_frame, json_path, packets_path, mtu, top,
-           output_format, plot_path, quiet, layout, **host):
+           output_format, plot_path, quiet, verify, layout, **host):
     """Replay INPUT (pcap/pcapng, gzip ok, '-' for stdin) through simulated GRO;
     write what Linux would deliver to OUTPUT (pcap, or annotated pcapng for a name
     ending in .pcapng or with --format pcapng; '-' for stdout).  Without OUTPUT
@@ -281,7 +284,7 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
 
     with replay_extras(input_path, settings, plot_path, quiet) as extras:
         result = run_replay(input_path, output_path, settings, packets_path, mtu=mtu, output_format=output_format,
-                            observers=extras.observers, progress=extras.progress)
+                            observers=extras.observers, progress=extras.progress, verify=verify)
     to_stdout = output_path == "-" or json_path == "-" or packets_path == "-"
     console = _stderr_console() if to_stdout else make_console()
     st = result.engine_stats
@@ -306,6 +309,8 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
         _write_json(result.document, json_path)
     if not quiet:
         _render_replay(result, console, top)
+    if verify:
+        _report_verify(result.verify)
     if result.truncation:
         t = result.truncation
         click.echo(
@@ -315,6 +320,18 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
             err=True,
         )
         sys.exit(EXIT_INPUT_TRUNCATED)
+
+
+def _report_verify(outcome) -> None:
+    """replay --verify: one line on standard error; exit 1 on a difference."""
+    from ..errors import EXIT_DIFFERENT
+
+    if outcome.ok:
+        click.echo(f"grotool: verify: ok, {outcome.frames} input frames reproduced by splitting "
+                   f"{outcome.packets} delivered packets ({outcome.super_packets} super-packets)", err=True)
+        return
+    click.echo(f"grotool: verify: FAILED: {outcome.message}", err=True)
+    sys.exit(EXIT_DIFFERENT)
 
 
 @main.command()
@@ -467,6 +484,42 @@ def kernel(input_path, output_path, json_path, csum, udp_gro_forwarding, rx_gro_
         click.echo("grotool: error: the kernel run was unreliable (drops or unaccounted segments); see warnings",
                    err=True)
         sys.exit(EXIT_ENVIRONMENT)
+
+
+@main.command()
+@click.argument("input_path", metavar="INPUT")
+@click.argument("output_path", metavar="[OUTPUT]", required=False)
+@click.option("--mss", type=click.IntRange(1, 65535), default=None,
+              help="gso_size for super-packets when no sidecar gives one (default: the flow's largest "
+                   "ordinary segment, else what fills a 1500-byte MTU).")
+@click.option("--segs", "segs_path", metavar="FILE", default=None,
+              help="Per-packet sidecar of INPUT (replay --packets JSON lines, or kernel --json): which records "
+                   "are super-packets, their gso_size and gso_type.")
+@click.option("--no-sidecar", is_flag=True, help="Do not look for a sidecar next to INPUT.")
+@click.option("--json", "json_path", metavar="FILE", default=None, help="Write the split counts as JSON ('-': stdout).")
+@click.option("--quiet", "-q", is_flag=True, help="No summary line.")
+@user_errors
+def split(input_path, output_path, mss, segs_path, no_sidecar, json_path, quiet):
+    """Re-segment the super-packets of INPUT as Linux GSO would (TCP, UDP GSO,
+    fraglist, IP-in-IP, GRE, VXLAN, GENEVE) and write every frame to OUTPUT
+    (pcap, '-' for stdout; without OUTPUT only the counts are reported).
+
+    A frame is a super-packet when the sidecar says it covers 2+ segments, or,
+    without a sidecar, when it is longer than the link MTU (1500 + link header).
+    Other frames pass through unchanged."""
+    from ..split import split_capture
+
+    if output_path == "-" and json_path == "-":
+        raise click.UsageError("OUTPUT and --json cannot both be standard output")
+    result = split_capture(input_path, output_path, mss=mss, segs_path=segs_path, auto_sidecar=not no_sidecar)
+    if json_path:
+        _write_json({"schema": "grotool.split/1", **result.as_dict()}, json_path)
+    for reason, n in sorted(result.not_segmentable.items()):
+        click.echo(f"grotool: warning: {n} super-packets not split (written unchanged): {reason}", err=True)
+    if not quiet:
+        source = f" (gso_size from {result.sidecar})" if result.sidecar else ""
+        click.echo(f"split: {result.frames_in} frames in, {result.frames_out} out, {result.super_packets} "
+                   f"super-packets split, {result.passed} passed unchanged{source}", err=True)
 
 
 # Commands defined in their own modules (they reuse replay's options above).

@@ -39,7 +39,8 @@ def validate_l4(gro, skb, pseudo_sum: int, field_at: int) -> bool:
     is acceptable under the --csum mode."""
     stats = gro.stats
     data = skb.data
-    if gro.csum_auto:
+    if gro.csum_auto and len(data) >= field_at + 2:
+        # (a segment too short to hold the field cannot hold a seed: it is verified)
         field = (data[field_at] << 8) | data[field_at + 1]
         seed = (pseudo_sum & 0xFFFF) + (pseudo_sum >> 16)     # csum.fold, inlined
         seed = (seed & 0xFFFF) + (seed >> 16)

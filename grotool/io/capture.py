@@ -11,12 +11,16 @@ import os
 import stat
 import struct
 import sys
+import zlib
 from typing import BinaryIO, Iterator, Optional, Tuple
 
 from ..errors import InputError
 from .safe_output import SafeOutput
 
 from ..linktypes import LINKTYPE_ETHERNET, SUPPORTED_LINKTYPES
+
+# what reading a damaged (e.g. gzip-compressed) input can raise: one-line errors
+READ_ERRORS = (OSError, EOFError, gzip.BadGzipFile, zlib.error)
 
 PCAP_MAGIC_US = 0xA1B2C3D4
 PCAP_MAGIC_NS = 0xA1B23C4D
@@ -184,7 +188,7 @@ class CaptureReader:
         while have < need:
             try:
                 chunk = self._stream.read(CHUNK)      # never what a block claims: what arrives
-            except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            except READ_ERRORS as exc:
                 raise InputError(f"{self.name}: read error near byte offset {self._base + have}: {exc}") from None
             if not chunk:
                 self._eof = True
@@ -267,7 +271,10 @@ class CaptureReader:
                     buf = bytearray(size)
                     mv = memoryview(buf)
                     mv[:end] = old
-                n = stream.readinto(mv[end:])
+                try:
+                    n = stream.readinto(mv[end:])
+                except READ_ERRORS as exc:
+                    raise InputError(f"{name}: read error near byte offset {offset + end}: {exc}") from None
                 if not n:
                     eof = True
                 else:

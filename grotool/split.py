@@ -1,0 +1,278 @@
+"""The split job (`grotool split`): capture in -> grotool.gso -> capture out.
+
+Glue between grotool.io and grotool.gso; no printing.
+
+Which frames are super-packets, and their gso_size:
+1. a per-packet sidecar (``grotool replay --packets`` JSON lines, or the
+   ``grotool kernel --json`` document), given or found next to the capture:
+   a record with segs/gso_segs > 1 is split with its gso_size and gso_type;
+   every other record passes through;
+2. without one, a frame longer than the link MTU (1500 bytes plus its link
+   header and VLAN tags) is a super-packet, split with ``--mss``, else the
+   largest payload of an ordinary (not longer than the MTU) segment of the
+   same flow in the capture, else the payload that fills a 1500-byte MTU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Optional, Tuple
+
+from .errors import InputError
+from .gso import NotSegmentable, flow_key, parse, segment
+from .io.capture import CaptureReader, PcapWriter
+from .linktypes import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2
+
+LINK_MTU = 1500
+_LINK_HEADER = {LINKTYPE_ETHERNET: 14, LINKTYPE_LINUX_SLL: 16, LINKTYPE_LINUX_SLL2: 20}
+
+
+@dataclass
+class SplitResult:
+    frames_in: int = 0
+    frames_out: int = 0
+    super_packets: int = 0          # frames split into 2 or more segments
+    passed: int = 0                 # frames written unchanged
+    sidecar: Optional[str] = None
+    not_segmentable: Counter = field(default_factory=Counter)   # reason -> frames passed unchanged
+    mss_sources: Counter = field(default_factory=Counter)       # sidecar / option / flow / mtu -> super-packets
+    linktype: int = LINKTYPE_ETHERNET
+
+    def as_dict(self) -> dict:
+        return {"frames_in": self.frames_in, "frames_out": self.frames_out, "super_packets": self.super_packets,
+                "passed_unchanged": self.passed, "sidecar": self.sidecar,
+                "not_segmentable": dict(self.not_segmentable), "gso_size_from": dict(self.mss_sources)}
+
+
+@dataclass
+class SidecarEntry:
+    segs: int
+    gso_size: int
+    gso_type: Tuple[str, ...]
+
+
+def _entry(raw, where: str) -> SidecarEntry:
+    if not isinstance(raw, dict):
+        raise InputError(f"{where}: entry is not an object")
+    segs = raw.get("gso_segs", raw.get("segs", 1))
+    size = raw.get("gso_size", 0)
+    types = raw.get("gso_type", [])
+    for name, value in (("segs", segs), ("gso_size", size)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise InputError(f"{where}: {name} {value!r} is not a non-negative integer")
+    if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+        raise InputError(f"{where}: gso_type {types!r} is not a list of names")
+    return SidecarEntry(segs, size, tuple(types))
+
+
+def read_sidecar(path: str) -> list:
+    """The per-record entries of a sidecar: a JSON document with a ``packets``
+    list (grotool kernel --json), a JSON list, or JSON lines (replay --packets),
+    one object per record; InputError otherwise."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot open sidecar: {exc.strerror}") from None
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        try:
+            doc = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except ValueError as exc:
+            raise InputError(f"{path}: sidecar is neither JSON nor JSON lines: {exc}") from None
+    if isinstance(doc, dict) and isinstance(doc.get("packets"), list):
+        return doc["packets"]
+    if isinstance(doc, dict) and ("segs" in doc or "gso_segs" in doc):
+        return [doc]                     # JSON lines with a single record
+    if isinstance(doc, list):
+        return doc
+    raise InputError(f"{path}: not a per-packet sidecar (no 'packets' list, no per-record objects)")
+
+
+def load_segs(path: Optional[str], capture: str, auto: bool) -> Tuple[Optional[str], Optional[List[SidecarEntry]]]:
+    """The sidecar to use (path, entries), or (None, None)."""
+    from .compare import sidecar_candidates
+
+    if path is not None:
+        return path, [_entry(e, f"{path}: packet {i}") for i, e in enumerate(read_sidecar(path))]
+    if not auto:
+        return None, None
+    for cand in sidecar_candidates(capture):
+        if not os.path.isfile(cand):
+            continue
+        try:
+            raw = read_sidecar(cand)
+        except InputError:
+            continue                     # e.g. a statistics document: not per packet
+        return cand, [_entry(e, f"{cand}: packet {i}") for i, e in enumerate(raw)]
+    return None, None
+
+
+def link_overhead(data: bytes, linktype: int) -> int:
+    """Bytes in front of the network header: the link header and VLAN tags."""
+    hlen = _LINK_HEADER.get(linktype, 0)
+    if linktype == LINKTYPE_ETHERNET:
+        at = 12
+        while len(data) >= at + 6 and data[at:at + 2] in (b"\x81\x00", b"\x88\xa8"):
+            at += 4
+            hlen += 4
+    return hlen
+
+
+def is_oversize(data: bytes, linktype: int) -> bool:
+    """Longer than the link MTU: not something a NIC receives."""
+    return len(data) > LINK_MTU + link_overhead(data, linktype)
+
+
+def _payload_len(data: bytes, linktype: int) -> Optional[Tuple[bytes, int]]:
+    """(flow key, L4 payload length), or None when GSO could not segment the flow."""
+    try:
+        chain = parse(data, linktype)
+    except NotSegmentable:
+        return None
+    return flow_key(data, chain), chain.end - chain.payload_off
+
+
+def largest_segments(records: Iterable[Tuple[int, bytes, int]], linktype: int, fcs: int) -> Dict[bytes, int]:
+    """Per flow, the largest payload of an ordinary segment (a frame within the MTU)."""
+    best: Dict[bytes, int] = {}
+    for _ts, data, wirelen in records:
+        data, wirelen = _strip_fcs(data, wirelen, fcs)
+        if is_oversize(data, linktype):
+            continue
+        got = _payload_len(data, linktype)
+        if got is not None and got[1] > best.get(got[0], 0):
+            best[got[0]] = got[1]
+    return best
+
+
+def _strip_fcs(data: bytes, wirelen: int, fcs: int) -> Tuple[bytes, int]:
+    """The frame without a captured FCS (the output link type announces none)."""
+    if fcs and len(data) >= fcs and wirelen >= len(data):
+        return data[:-fcs], wirelen - fcs
+    return data, wirelen
+
+
+def split_capture(input_path: str, output_path: Optional[str], mss: Optional[int] = None,
+                  segs_path: Optional[str] = None, auto_sidecar: bool = True) -> SplitResult:
+    result = SplitResult()
+    sidecar_path, entries = load_segs(segs_path, input_path, auto_sidecar)
+    result.sidecar = sidecar_path
+    largest: Dict[bytes, int] = {}
+    buffered: Optional[list] = None
+    buffered_fcs = 0
+    if entries is None and mss is None:
+        # the flow's largest ordinary segment: a first pass over the capture
+        with CaptureReader(input_path) as reader:
+            linktype = reader.linktype if reader.linktype is not None else LINKTYPE_ETHERNET
+            if input_path == "-":
+                buffered = list(reader)
+                records: Iterable = buffered
+            else:
+                records = reader
+            buffered_fcs = reader.fcs_len
+            largest = largest_segments(records, linktype, buffered_fcs)
+    with CaptureReader(input_path) if buffered is None else _Buffered(buffered, linktype, buffered_fcs) as reader:
+        linktype = reader.linktype if reader.linktype is not None else LINKTYPE_ETHERNET
+        result.linktype = linktype
+        fcs = reader.fcs_len
+        writer = PcapWriter(output_path, linktype, 262144) if output_path else None
+        try:
+            for ts, data, wirelen in reader:
+                index = result.frames_in
+                result.frames_in += 1
+                data, wirelen = _strip_fcs(data, wirelen, fcs)
+                cut = 0 <= wirelen and len(data) < wirelen     # cut by snaplen: never split, stays cut
+                out = None if cut else _split_one(data, index, linktype, entries, sidecar_path, mss,
+                                                  largest, result)
+                if out is None:
+                    result.passed += 1
+                    result.frames_out += 1
+                    if writer:
+                        writer.write(ts, data, wirelen if cut else None)
+                    continue
+                result.super_packets += 1
+                result.frames_out += len(out)
+                if writer:
+                    for frame in out:
+                        writer.write(ts, frame)
+        except BaseException:
+            if writer:
+                writer.abort()
+            raise
+        if entries is not None and len(entries) != result.frames_in:
+            if writer:
+                writer.abort()
+            raise InputError(f"{sidecar_path}: has {len(entries)} packets, but {input_path} has {result.frames_in}")
+        if writer:
+            writer.close()
+    return result
+
+
+def _split_one(data: bytes, index: int, linktype: int, entries, sidecar_path, mss, largest,
+               result: SplitResult) -> Optional[List[bytes]]:
+    """The segments of one frame, or None to pass it through unchanged."""
+    gso_type: Tuple[str, ...] = ()
+    if entries is not None:
+        if index >= len(entries):
+            raise InputError(f"{sidecar_path}: has {len(entries)} packets, but the capture has more")
+        entry = entries[index]
+        if entry.segs <= 1:
+            return None
+        gso_type = entry.gso_type
+        size, source = entry.gso_size, "sidecar"
+        if not size:
+            result.not_segmentable["sidecar gives no gso_size"] += 1
+            return None
+    else:
+        if not is_oversize(data, linktype):
+            return None
+        if mss is not None:
+            size, source = mss, "option"
+        else:
+            try:
+                chain = parse(data, linktype)
+            except NotSegmentable as exc:
+                result.not_segmentable[str(exc)] += 1
+                return None
+            key = flow_key(data, chain)
+            if key in largest:
+                size, source = largest[key], "flow"
+            else:
+                # nothing to learn from: the payload that fills a 1500-byte MTU
+                size, source = LINK_MTU - (chain.payload_off - link_overhead(data, linktype)), "mtu"
+    try:
+        if size <= 0:
+            raise NotSegmentable("no usable gso_size")
+        out = segment(data, linktype, size, gso_type)
+    except NotSegmentable as exc:
+        result.not_segmentable[str(exc)] += 1
+        return None
+    if len(out) == 1:
+        return None
+    result.mss_sources[source] += 1
+    return out
+
+
+class _Buffered:
+    """Records already read from standard input, replayed for the second pass."""
+
+    format = "pcap"
+
+    def __init__(self, records: list, linktype: int, fcs_len: int):
+        self._records = records
+        self.linktype = linktype
+        self.fcs_len = fcs_len
+
+    def __iter__(self):
+        return iter(self._records)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
