@@ -320,3 +320,21 @@ def test_layout_closed_form_equals_the_segment_by_segment_model():
         fast = layout.shape("frags", max_frags, 14, hlen - 14, first, merged, False, hlen)
         slow = layout.shape_of("frags", max_frags, 14, hlen - 14, first, [hlen + m for m in merged], False)
         assert (fast.frags, fast.frag_list, fast.truesize) == (slow.frags, slow.frag_list, slow.truesize)
+
+
+@pytest.mark.parametrize("build", [F.udp_mixed, F.tcp_for_fraglist, F.gre_mixed, F.vxlan_mixed,
+                                   F.flagged_for_fraglist])
+@pytest.mark.parametrize("host", [{}, {"udp_gro_forwarding": True, "vxlan_ports": (4789,)},
+                                  {"rx_gro_list": True, "vxlan_ports": (4789,)}])
+def test_gso_splits_every_super_packet_back_into_its_input(tmp_path, build, host):
+    """replay --verify: an independent GSO (grotool/gso) splits each delivered
+    packet again and must give back the frames it covers."""
+    from grotool.io.capture import PcapWriter
+    from grotool.replay import replay
+
+    path = str(tmp_path / "in.pcap")
+    with PcapWriter(path) as w:
+        for i, f in enumerate(build()):
+            w.write(i * 1000, f)
+    result = replay(path, None, Settings(device="veth", **host), verify=True)
+    assert result.verify.ok, result.verify.message
