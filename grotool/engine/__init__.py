@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 from .config import Settings
-from .events import Event, EventRecorder, outside_gro_event
 from .link import LinkLayer
 from .napi import NicDevice, VethDevice
 from .reasons import REASONS
@@ -34,11 +33,11 @@ class Engine:
     ``Event`` (events.py) as it is decided.  Events never change a delivery."""
 
     def __init__(self, linktype: int = 1, settings: Settings = Settings(),
-                 events: Union[None, bool, Callable[[Event], None]] = None):
+                 events: Union[None, bool, Callable[["Event"], None]] = None):
         settings.validate()
         self.settings = settings
-        self._events: List[Event] = []
-        self._event_sink: Optional[Callable[[Event], None]] = \
+        self._events: List["Event"] = []
+        self._event_sink: Optional[Callable[["Event"], None]] = \
             self._events.append if events is True else (events or None)
         self.stats = Stats()
         self.linktype = linktype
@@ -65,6 +64,10 @@ class Engine:
         device_class = VethDevice if self.settings.device == "veth" else NicDevice
         device = device_class(self.settings, self.stats, deliver)
         if self._event_sink is not None:
+            # events.py is imported only when events are asked for: a replay without
+            # them does not even compile it
+            from .events import EventRecorder
+
             recorder = EventRecorder(self._event_sink, interface)
             for gro in ([device.gro] if hasattr(device, "gro") else [q.gro for q in device.queues]):
                 recorder.attach(gro)
@@ -77,6 +80,8 @@ class Engine:
             ts, data, index = item
             _append(Delivery(ts, data, 1, "unknown_link_type", (index,), interface=interface))
             if sink is not None:
+                from .events import outside_gro_event
+
                 sink(outside_gro_event(index, ts, data, "unknown_link_type", interface))
         return feed
 
@@ -92,6 +97,8 @@ class Engine:
             # cut by snaplen: the kernel never saw this frame as captured
             out.append(Delivery(ts, data, 1, "capture_truncated", (index,), interface=interface))
             if self._event_sink is not None:
+                from .events import outside_gro_event
+
                 self._event_sink(outside_gro_event(index, ts, data, "capture_truncated", interface))
         elif interface:
             entry = self._others.get(interface)
@@ -133,7 +140,7 @@ class Engine:
                 device.finish()
         return self.drain()
 
-    def drain_events(self) -> List[Event]:
+    def drain_events(self) -> List["Event"]:
         """The events collected since the last call (with ``events=True``)."""
         result = list(self._events)
         self._events.clear()
@@ -146,6 +153,14 @@ class Engine:
         result = list(out)
         out.clear()
         return result
+
+
+def __getattr__(name: str):
+    # Event lives in events.py, imported on first use (see Engine.__init__)
+    if name == "Event":
+        from .events import Event
+        return Event
+    raise AttributeError(name)
 
 
 def simulate(records: Iterable[Tuple[int, bytes, int]], linktype: int = 1,
