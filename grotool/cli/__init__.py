@@ -472,6 +472,8 @@ def kernel(input_path, output_path, json_path, csum, udp_gro_forwarding, rx_gro_
 # Commands defined in their own modules (they reuse replay's options above).
 from .check_cmd import check  # noqa: E402
 from .plot_cmd import plot  # noqa: E402
+from .explain_cmd import explain  # noqa: E402
 
 main.add_command(check)
 main.add_command(plot)
+main.add_command(explain)
