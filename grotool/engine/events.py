@@ -149,8 +149,13 @@ class EventRecorder:
                 if compared is None and sent == "udp_flist_csum_state":
                     compared = gro.buckets[bucket].by_key.get(skb.key)   # it stays held
                 held_segs = compared.count if compared is not None else 0
-            layer = _layer(compared, reason) if compared is not None and reason and outcome != "sent_up" else ""
-            why = evidence(reason, compared, skb, gro, layer) if reason else ""
+            done = next((e for p, e in completed if p is compared and e.reason == reason), None)
+            if done is not None and outcome != "sent_up":
+                # as recorded before complete() (a tunnel's completion clears encap_mark)
+                layer, why = done.layer, done.evidence
+            else:
+                layer = _layer(compared, reason) if compared is not None and reason and outcome != "sent_up" else ""
+                why = evidence(reason, compared, skb, gro, layer) if reason else ""
             frame = skb.index + 1
             sink(Event("frame", frame, skb.ts, outcome, reason, _function(reason), why, layer, gro.queue,
                        gro.poll, bucket, compared.index + 1 if compared is not None else None, held_segs,
