@@ -6,6 +6,7 @@ delivering events agree with the deliveries, and that events change nothing."""
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import List, Sequence
 
 import pytest
@@ -278,3 +279,26 @@ def test_event_json_fields():
                    "reason": "tcp_ack_changed", "function": "tcp_gro_receive",
                    "evidence": "ack 0x00000002 != 0x00000001", "queue": 0, "poll": 1, "bucket": 0,
                    "held": {"frame": 1, "segs": 1}}
+
+
+# -- the Python API --------------------------------------------------------------------------
+def test_api_events_need_events_true_and_follow_the_packet_iteration():
+    import grotool
+
+    mixed = str(Path(__file__).resolve().parent.parent / "captures" / "mixed.pcap")
+    with pytest.raises(RuntimeError, match="events=True"):
+        grotool.Replay(mixed).events()
+    run = grotool.Replay(mixed, events=True)
+    packets = iter(run)
+    next(packets)
+    with pytest.raises(RuntimeError, match="still running"):
+        run.events()
+    rest = list(packets)
+    decisions = list(run.events())
+    assert len(rest) + 1 == 271
+    assert sum(1 for d in decisions if d.kind == "frame") == 318
+    assert Counter(d.reason for d in decisions if d.frames) == Counter(run.statistics.flush_reasons)
+    lazy = grotool.Replay(mixed, events=True)
+    assert [(d.kind, d.frame, d.outcome, d.reason, d.frames) for d in lazy.events()] == \
+        [(d.kind, d.frame, d.outcome, d.reason, d.frames) for d in decisions]
+    assert lazy.statistics.packets_out == 271
