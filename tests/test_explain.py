@@ -159,3 +159,26 @@ def test_explain_agrees_with_replay_with_host_options(tmp_path):
     events = _agreement("captures/mixed.pcap", ("--udp-gro-forwarding", "--vxlan-port", "4789", "--rx-queues",
                                                 "4", "--gro-flush-timeout", "20000"), tmp_path)
     assert {e["queue"] for e in events} == {0, 1, 2, 3}
+
+
+@pytest.mark.parametrize("golden", sorted(p.name for p in (ROOT / "captures").glob("*.gro")))
+def test_check_hint_command_runs(golden):
+    """`grotool check` prints `grotool explain CAPTURE --frame N-M <golden's options>`
+    for each difference: that command line must work as printed."""
+    import shlex
+
+    from grotool.check import Golden, explain_command
+
+    g = Golden.load(str(ROOT / "captures" / golden))
+
+    class Diff:
+        @staticmethod
+        def frames():
+            return 1, 3
+    capture = "captures/" + golden[:-4] + ".pcap"
+    argv = shlex.split(explain_command(capture, Diff(), g.settings_args))
+    assert argv[:2] == ["grotool", "explain"]
+    r = run(*argv[1:])
+    assert r.returncode == 0, r.stderr
+    assert [line.split()[0] for line in r.stdout.splitlines() if line.startswith("  ") and
+            not line.lstrip().startswith("->")] == ["1", "2", "3"]
