@@ -182,3 +182,17 @@ def test_check_hint_command_runs(golden):
     assert r.returncode == 0, r.stderr
     assert [line.split()[0] for line in r.stdout.splitlines() if line.startswith("  ") and
             not line.lstrip().startswith("->")] == ["1", "2", "3"]
+
+
+def test_readme_sessions_are_real_output():
+    """The explain sessions pasted in README.md are what the command prints."""
+    import re
+    import shlex
+
+    readme = (ROOT / "README.md").read_text()
+    sessions = re.findall(r"```text\n\$ (grotool explain [^\n]*)\n(.*?)```", readme, re.S)
+    assert len(sessions) >= 3
+    for command, shown in sessions:
+        r = run(*shlex.split(command)[1:])
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == shown, command
