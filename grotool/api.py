@@ -182,16 +182,7 @@ class Replay:
                                        geneve_ports=self.settings.geneve_ports)
             namer = collector.namer
             add = collector.add
-            sink = None
-            if self._events_on:
-                keep = self._decisions.append
-                describe = collector.describe
-
-                def sink(e) -> None:
-                    keep(Decision(e.kind, e.frame, e.ts, e.outcome, e.reason, e.function, e.evidence,
-                                  flow_label(describe(e)), e.layer, e.queue, e.poll, e.held_frame, e.held_segs,
-                                  e.frames, e.segs, e.cause))
-            engine = Engine(linktype, self.settings, events=sink)
+            engine = Engine(linktype, self.settings, events=self._decision_sink(collector) if self._events_on else None)
 
             def packet(d) -> Packet:
                 add(d)
@@ -208,6 +199,18 @@ class Replay:
             close()
         self._statistics = _statistics(collector.document({"linktype": linktype, "packets": engine.stats.frames},
                                                           self.settings.as_dict()))
+
+    def _decision_sink(self, collector):
+        from .report.flows import flow_label
+
+        keep = self._decisions.append
+        describe = collector.describe
+
+        def sink(e) -> None:
+            keep(Decision(e.kind, e.frame, e.ts, e.outcome, e.reason, e.function, e.evidence,
+                          flow_label(describe(e)), e.layer, e.queue, e.poll, e.held_frame, e.held_segs,
+                          e.frames, e.segs, e.cause))
+        return sink
 
     def _open(self):
         source = self._source

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import List, Sequence
+from typing import Sequence
 
 import pytest
 from scapy.layers.inet import IP, TCP, UDP

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import List, Optional
+from typing import List
 
 import click
 from rich.console import Console
@@ -14,7 +14,7 @@ from rich.text import Text
 from .. import __version__
 from ..engine.reasons import REASONS
 from ..errors import EXIT_INPUT_TRUNCATED
-from . import make_console, user_errors
+from . import EXIT_CODES_HELP, make_console, user_errors
 from .options import explicit_settings, replay_settings_options, settings_from_options
 
 OUTCOME_STYLE = {"merged": "green", "held": "cyan", "sent_up": "yellow",
@@ -50,7 +50,7 @@ def settings_summary(settings) -> str:
     return "; ".join(parts)
 
 
-@click.command("explain")
+@click.command("explain", epilog=EXIT_CODES_HELP)
 @click.argument("input_path", metavar="INPUT")
 @click.option("--frame", "frame_range", metavar="N[-M]", default=None,
               help="Only frames N to M (1-based, as tshark numbers them), and the completions they caused "
@@ -135,7 +135,7 @@ def explain(ctx, input_path, frame_range, flow_filter, reason_name, jsonl_path, 
     if jsonl_path:
         _write_jsonl(jsonl_path, rows, result, settings, given)
     if jsonl_path != "-":
-        _print_text(make_console(), rows, result, settings, first_ts, len(kept))
+        _print_text(make_console(), rows, result, settings, first_ts)
     if result.truncation:
         t = result.truncation
         click.echo(f"grotool: warning: record {t['record']} cut short ({t['detail']}); the {result.frames} "
@@ -166,7 +166,7 @@ def _format_ts(ns: int, first: int) -> str:
     return f"{(ns - first) / 1e9:.6f}"
 
 
-def _print_text(console: Console, rows, result, settings, first_ts: int, _kept: int) -> None:
+def _print_text(console: Console, rows, result, settings, first_ts: int) -> None:
     from ..report.events import compress_frames
     from ..report.flows import flow_label
 
@@ -209,7 +209,8 @@ def _print_text(console: Console, rows, result, settings, first_ts: int, _kept: 
             plural = "s" if event.segs > 1 else ""
             details.append(f"delivered frame{plural} {compress_frames(event.frames)} ({event.segs} seg{plural})")
         elif event.held_frame is not None:
-            details.append(f"held: frame {event.held_frame}, {event.held_segs} seg{'s' if event.held_segs != 1 else ''}")
+            plural = "s" if event.held_segs != 1 else ""
+            details.append(f"held: frame {event.held_frame}, {event.held_segs} seg{plural}")
         if event.layer:
             details.append(f"{event.layer} header")
         if event.reason or details:
