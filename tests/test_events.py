@@ -302,3 +302,29 @@ def test_api_events_need_events_true_and_follow_the_packet_iteration():
     assert [(d.kind, d.frame, d.outcome, d.reason, d.frames) for d in lazy.events()] == \
         [(d.kind, d.frame, d.outcome, d.reason, d.frames) for d in decisions]
     assert lazy.statistics.packets_out == 271
+
+
+def test_vlan_tagged_segments_and_a_changed_tag():
+    tag10 = [(0x8100, F.vlan_tci(10))]
+    tag11 = [(0x8100, F.vlan_tci(11))]
+    _, events = run([tcp(0, vlans=tag10), tcp(1, vlans=tag10), tcp(2, vlans=tag11)])
+    assert (frame_event(events, 2).outcome, frame_event(events, 2).held_frame) == ("merged", 1)
+    # another tag is another flow: nothing to compare with, nothing completed
+    e = frame_event(events, 3)
+    assert (e.outcome, e.reason, e.held_frame) == ("held", None, None)
+    assert [(c.frames, c.reason) for c in completions(events)] == \
+        [((1, 2), "budget_exhausted_all"), ((3,), "budget_exhausted_all")]
+
+
+def test_geneve_inner_flow_merges_and_names_the_held_entry():
+    from scapy.contrib.geneve import GENEVE
+
+    def frame(i: int, vni: int = 7) -> bytes:
+        inner = Ether(dst=T.INNER_MAC_DST, src=T.INNER_MAC_SRC) / T.inner_tcp(i)
+        return bytes(Ether(dst=T.OUTER_MAC_DST, src=T.OUTER_MAC_SRC) / IP(
+            src=T.OUTER4[0], dst=T.OUTER4[1], id=100 + i, flags="DF") / UDP(sport=50000, dport=6081, chksum=0)
+            / GENEVE(vni=vni, proto=0x6558) / inner)
+    _, events = run([frame(0), frame(1), frame(2, vni=8)], Settings(device="veth", geneve_ports=(6081,)))
+    assert (frame_event(events, 2).outcome, frame_event(events, 2).held_frame) == ("merged", 1)
+    assert (frame_event(events, 3).outcome, frame_event(events, 3).held_frame) == ("held", None)
+    assert [c.frames for c in completions(events)] == [(1, 2), (3,)]
