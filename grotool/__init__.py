@@ -1,12 +1,13 @@
 """grotool: replay captures through a simulation of Linux 6.18 GRO.
 
-The Python API (docs/api.md): ``grotool.Replay``, ``Packet``, ``Statistics``,
-``FlowStatistics``, ``Settings``, ``GrotoolError``, ``InputError``.
+The Python API (docs/api.md): ``grotool.Replay``, ``Packet``, ``Decision``,
+``Statistics``, ``FlowStatistics``, ``Settings``, ``GrotoolError``, ``InputError``.
 """
 
 __version__ = "0.1.0"
 
-from .api import FlowStatistics, GrotoolError, InputError, Packet, Replay, Settings, Statistics  # noqa: E402
+from .api import (Decision, FlowStatistics, GrotoolError, InputError, Packet, Replay, Settings,  # noqa: E402
+                  Statistics)
 
-__all__ = ["Replay", "Packet", "Statistics", "FlowStatistics", "Settings", "GrotoolError", "InputError",
+__all__ = ["Replay", "Packet", "Decision", "Statistics", "FlowStatistics", "Settings", "GrotoolError", "InputError",
            "__version__"]

@@ -8,8 +8,8 @@
     73
 
 Documented in docs/api.md.  Everything public is exported from ``grotool``:
-``Replay``, ``Packet``, ``Statistics``, ``FlowStatistics``, ``Settings``,
-``GrotoolError``, ``InputError``.  Names not listed there may change.
+``Replay``, ``Packet``, ``Decision``, ``Statistics``, ``FlowStatistics``,
+``Settings``, ``GrotoolError``, ``InputError``.  Names not listed there may change.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from .engine import Engine
 from .engine.config import Settings
 from .errors import GrotoolError, InputError
 
-__all__ = ["Replay", "Packet", "Statistics", "FlowStatistics", "Settings", "GrotoolError", "InputError"]
+__all__ = ["Replay", "Packet", "Decision", "Statistics", "FlowStatistics", "Settings", "GrotoolError", "InputError"]
 
 Frame = Union[Tuple[int, bytes], Tuple[int, bytes, int]]
 
@@ -46,6 +46,31 @@ class Packet:
     @property
     def is_super_packet(self) -> bool:
         return self.segments > 1
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One GRO decision (``Replay(..., events=True)``): what happened to an input
+    frame (``kind`` "frame": merged, held, sent_up), or a held aggregate that was
+    completed and delivered (``kind`` "completion": completed_held, evicted,
+    flushed).  The fields of the grotool.events/1 records (docs/events.md)."""
+
+    kind: str
+    frame: int                       # the input frame (1-based); for a completion its first frame
+    timestamp_ns: int
+    outcome: str
+    reason: Optional[str]            # None for a plain merge or hold
+    function: str                    # the kernel function that decided ("" without reason)
+    evidence: str                    # e.g. "ttl 63 != 64" ("" when none applies)
+    flow: str
+    layer: str = ""                  # "outer"/"inner" for an L3 reason of a tunnelled packet
+    queue: int = 0
+    poll: int = 0
+    held_frame: Optional[int] = None  # the held aggregate compared with: its first frame ...
+    held_segments: int = 0           # ... and its segments then
+    frames: Tuple[int, ...] = ()     # frames delivered by this decision (empty when none)
+    segments: int = 0
+    cause: Optional[int] = None      # completion: the frame whose arrival completed it
 
 
 @dataclass(frozen=True)
@@ -82,6 +107,10 @@ class Replay:
     Iterating yields ``Packet`` objects in delivery order, lazily; a Replay
     runs once.  ``statistics`` is ready after the iteration (reading it
     earlier runs the replay to its end).  Bad input raises ``InputError``.
+
+    With ``events=True``, ``events()`` yields a ``Decision`` per input frame
+    and per completed aggregate: instead of iterating packets (lazily), or
+    after the packet iteration (then they were kept in memory).
     """
 
     def __init__(self, source: Union[str, os.PathLike, Iterable[Frame]], settings: Optional[Settings] = None, *,
@@ -93,10 +122,8 @@ class Replay:
             self.settings.validate()
         except TypeError as exc:
             raise TypeError(f"unknown replay option: {exc}") from None
-        if events:
-            # Decision events (issue 10, part 1) come from the engine; this is
-            # where Replay will switch them on and expose them as ``events()``.
-            raise NotImplementedError("decision events are not available yet in this grotool version")
+        self._events_on = bool(events)
+        self._decisions: List[Decision] = []
         self._source = source
         self._linktype = linktype
         self._iterator: Optional[Iterator[Packet]] = None
@@ -124,16 +151,38 @@ class Replay:
         """All packets at once (small captures)."""
         return list(self)
 
+    def events(self) -> Iterator[Decision]:
+        """The decisions, in the order the engine made them (needs events=True)."""
+        if not self._events_on:
+            raise RuntimeError("decision events are off: make the Replay with events=True")
+        if not self._started:
+            self._started = True
+            return self._run_for_events()
+        if self._statistics is None:
+            raise RuntimeError("the packet iteration is still running: read events() after it, or instead of it")
+        decisions, self._decisions = self._decisions, []
+        return iter(decisions)
+
+    def _run_for_events(self) -> Iterator[Decision]:
+        pending = self._decisions
+        for _ in self._run():
+            if pending:
+                yield from pending
+                pending.clear()
+        yield from pending
+        pending.clear()
+
     def _run(self) -> Iterator[Packet]:
         from .report.flows import flow_label
         from .report.stats import StatsCollector
 
         records, linktype, close = self._open()
         try:
-            engine = Engine(linktype, self.settings)
-            collector = StatsCollector(linktype)
+            collector = StatsCollector(linktype, vxlan_ports=self.settings.vxlan_ports,
+                                       geneve_ports=self.settings.geneve_ports)
             namer = collector.namer
             add = collector.add
+            engine = Engine(linktype, self.settings, events=self._decision_sink(collector) if self._events_on else None)
 
             def packet(d) -> Packet:
                 add(d)
@@ -150,6 +199,18 @@ class Replay:
             close()
         self._statistics = _statistics(collector.document({"linktype": linktype, "packets": engine.stats.frames},
                                                           self.settings.as_dict()))
+
+    def _decision_sink(self, collector):
+        from .report.flows import flow_label
+
+        keep = self._decisions.append
+        describe = collector.describe
+
+        def sink(e) -> None:
+            keep(Decision(e.kind, e.frame, e.ts, e.outcome, e.reason, e.function, e.evidence,
+                          flow_label(describe(e)), e.layer, e.queue, e.poll, e.held_frame, e.held_segs,
+                          e.frames, e.segs, e.cause))
+        return sink
 
     def _open(self):
         source = self._source

@@ -130,7 +130,7 @@ class PacketLog:
 def replay(input_path: str, output_path: Optional[str], settings: Settings,
            packets_path: Optional[str] = None, mtu: int = DEFAULT_MTU, *, output_format: Optional[str] = None,
            observers: Sequence[Callable] = (), progress: Optional[Callable] = None,
-           verify: bool = False) -> ReplayResult:
+           verify: bool = False, events: Optional[Callable] = None) -> ReplayResult:
     """Replay a capture.  Every output path is checked before the first frame is
     read (OutputError); a last record cut short ends the input early and is
     reported in ``truncation``; frames of link types grotool does not parse
@@ -139,11 +139,12 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
     ``start(linktype)`` method is told the link type first.  ``progress(frames,
     reader)`` is called every few thousand frames (the CLI's progress bar).
     ``verify``: split every delivery again and compare with its input frames
-    (grotool.verify), the result in ``verify`` and the document."""
+    (grotool.verify), the result in ``verify`` and the document.
+    ``events``: a callable given the engine's decision events (grotool explain)."""
     check_outputs([output_path, packets_path], ["output capture", "--packets"])
     with CaptureReader(input_path, any_linktype=True, tolerate_truncation=True) as reader:
         linktype = reader.linktype if reader.linktype is not None else 1
-        engine = Engine(linktype, settings)
+        engine = Engine(linktype, settings, events=events)
         collector = StatsCollector(linktype, reader.interfaces, layout=settings.layout,
                                    max_skb_frags=settings.max_skb_frags, vxlan_ports=settings.vxlan_ports,
                                    geneve_ports=settings.geneve_ports)

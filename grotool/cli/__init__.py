@@ -525,6 +525,8 @@ def split(input_path, output_path, mss, segs_path, no_sidecar, json_path, quiet)
 # Commands defined in their own modules (they reuse replay's options above).
 from .check_cmd import check  # noqa: E402
 from .plot_cmd import plot  # noqa: E402
+from .explain_cmd import explain  # noqa: E402
 
 main.add_command(check)
 main.add_command(plot)
+main.add_command(explain)

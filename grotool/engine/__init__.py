@@ -11,7 +11,7 @@ Delivery objects back in the order Linux would hand them to the stack.
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, Iterator, List, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 from .config import Settings
 from .link import LinkLayer
@@ -19,18 +19,26 @@ from .napi import NicDevice, VethDevice
 from .reasons import REASONS
 from .skb import Delivery, Stats
 
-__all__ = ["Engine", "Settings", "Delivery", "Stats", "REASONS", "simulate"]
+__all__ = ["Engine", "Settings", "Delivery", "Stats", "REASONS", "Event", "simulate"]
 
 
 class Engine:
     """One capture's receive path.  Each capture interface (pcapng) is its own
     device with its own NAPI state and GRO lists, created on its first frame:
     packets of different devices never merge (gro_list_prepare compares p->dev).
-    Frames of a link type grotool does not parse are passed through unchanged."""
+    Frames of a link type grotool does not parse are passed through unchanged.
 
-    def __init__(self, linktype: int = 1, settings: Settings = Settings()):
+    ``events``: None (off, the default), True (decision events are collected;
+    take them with ``drain_events()``), or a callable that receives each
+    ``Event`` (events.py) as it is decided.  Events never change a delivery."""
+
+    def __init__(self, linktype: int = 1, settings: Settings = Settings(),
+                 events: Union[None, bool, Callable[["Event"], None]] = None):
         settings.validate()
         self.settings = settings
+        self._events: List["Event"] = []
+        self._event_sink: Optional[Callable[["Event"], None]] = \
+            self._events.append if events is True else (events or None)
         self.stats = Stats()
         self.linktype = linktype
         self._out: List[Delivery] = []
@@ -55,12 +63,26 @@ class Engine:
             return None, None, self._pass_through(interface)
         device_class = VethDevice if self.settings.device == "veth" else NicDevice
         device = device_class(self.settings, self.stats, deliver)
+        if self._event_sink is not None:
+            # events.py is imported only when events are asked for: a replay without
+            # them does not even compile it
+            from .events import EventRecorder
+
+            recorder = EventRecorder(self._event_sink, interface)
+            for gro in ([device.gro] if hasattr(device, "gro") else [q.gro for q in device.queues]):
+                recorder.attach(gro)
         return device, make, device.feed
 
     def _pass_through(self, interface: int):
+        sink = self._event_sink
+
         def feed(item, _append=self._out.append) -> None:
             ts, data, index = item
             _append(Delivery(ts, data, 1, "unknown_link_type", (index,), interface=interface))
+            if sink is not None:
+                from .events import outside_gro_event
+
+                sink(outside_gro_event(index, ts, data, "unknown_link_type", interface))
         return feed
 
     def feed(self, ts: int, data: bytes, wirelen: int = -1, interface: int = 0) -> List[Delivery]:
@@ -74,6 +96,10 @@ class Engine:
         if 0 <= wirelen and len(data) < wirelen:
             # cut by snaplen: the kernel never saw this frame as captured
             out.append(Delivery(ts, data, 1, "capture_truncated", (index,), interface=interface))
+            if self._event_sink is not None:
+                from .events import outside_gro_event
+
+                self._event_sink(outside_gro_event(index, ts, data, "capture_truncated", interface))
         elif interface:
             entry = self._others.get(interface)
             if entry is None:
@@ -114,6 +140,12 @@ class Engine:
                 device.finish()
         return self.drain()
 
+    def drain_events(self) -> List["Event"]:
+        """The events collected since the last call (with ``events=True``)."""
+        result = list(self._events)
+        self._events.clear()
+        return result
+
     def drain(self) -> List[Delivery]:
         out = self._out
         if not out:
@@ -121,6 +153,14 @@ class Engine:
         result = list(out)
         out.clear()
         return result
+
+
+def __getattr__(name: str):
+    # Event lives in events.py, imported on first use (see Engine.__init__)
+    if name == "Event":
+        from .events import Event
+        return Event
+    raise AttributeError(name)
 
 
 def simulate(records: Iterable[Tuple[int, bytes, int]], linktype: int = 1,

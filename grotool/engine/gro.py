@@ -52,6 +52,9 @@ class GroNode:
         self.rx_count = 0
         self.queue = queue
         self.poll = 0
+        # decision events: None, or the EventRecorder (events.py) that shadows
+        # receive/complete/normal on this instance; the methods never test it
+        self.events = None
         self._deliver = deliver
         self._batch = settings.gro_normal_batch
         self.verify_l4 = settings.csum != "trust"

@@ -1,0 +1,226 @@
+"""`grotool explain`: the engine's decisions, frame by frame (debugging flush decisions)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import List
+
+import click
+from rich.console import Console
+from rich.text import Text
+
+from .. import __version__
+from ..engine.reasons import REASONS
+from ..errors import EXIT_INPUT_TRUNCATED
+from . import EXIT_CODES_HELP, make_console, user_errors
+from .options import explicit_settings, replay_settings_options, settings_from_options
+
+OUTCOME_STYLE = {"merged": "green", "held": "cyan", "sent_up": "yellow",
+                 "completed_held": "bold magenta", "evicted": "bold red", "flushed": "bold blue"}
+
+
+def device_summary(settings) -> str:
+    """One line: the device model and the settings that shape decisions."""
+    if settings.device == "veth":
+        model = (f"veth (the kernel oracle's conditions: polls of {settings.budget} frames, "
+                 f"HZ {settings.hz}{', RSS hash' if settings.veth_rss else ', one GRO bucket'})")
+    else:
+        model = (f"nic ({settings.rx_queues} RX queue{'s' if settings.rx_queues > 1 else ''}, "
+                 f"budget {settings.budget}, rx-usecs {settings.rx_usecs}, rx-frames {settings.rx_frames}, "
+                 f"HZ {settings.hz}, gro_flush_timeout {settings.gro_flush_timeout}, "
+                 f"napi_defer_hard_irqs {settings.napi_defer_hard_irqs})")
+    return model
+
+
+def settings_summary(settings) -> str:
+    parts = [f"csum {settings.csum}", f"gro {'on' if settings.gro else 'off'}",
+             f"gro_max_size {settings.gro_max_size}", f"gro_ipv4_max_size {settings.gro_ipv4_max_size}"]
+    host = []
+    if settings.udp_gro_forwarding:
+        host.append("rx-udp-gro-forwarding")
+    if settings.rx_gro_list:
+        host.append("rx-gro-list")
+    host += [f"UDP_GRO socket :{p}" for p in settings.udp_gro_sockets]
+    host += [f"vxlan :{p}" for p in settings.vxlan_ports]
+    host += [f"geneve :{p}" for p in settings.geneve_ports]
+    host += [f"local tcp {t}" for t in settings.local_tcp]
+    parts.append("host: " + (", ".join(host) if host else "no UDP GRO sockets, no tunnel devices"))
+    return "; ".join(parts)
+
+
+@click.command("explain", epilog=EXIT_CODES_HELP)
+@click.argument("input_path", metavar="INPUT")
+@click.option("--frame", "frame_range", metavar="N[-M]", default=None,
+              help="Only frames N to M (1-based, as tshark numbers them), and the completions they caused "
+                   "or took part in.")
+@click.option("--flow", "flow_filter", metavar="FILTER", default=None,
+              help="Only one flow: a flow number of replay's table (e.g. 2), a flow as replay prints it, or "
+                   "[PROTO] [ADDR[:PORT]] [> ADDR[:PORT]] (e.g. 'tcp 10.0.0.1:5201'; a port alone: ':5201').")
+@click.option("--reason", "reason_name", metavar="NAME", default=None,
+              help="Only decisions with this reason (`grotool reasons` lists them).")
+@click.option("--jsonl", "jsonl_path", metavar="FILE", default=None,
+              help="Write the events as JSON Lines, schema grotool.events/1 (docs/events.md); '-': stdout "
+                   "instead of the text.")
+@replay_settings_options
+@click.option("--mtu", type=click.IntRange(68, 1 << 20), default=1500, show_default=True,
+              help="Link MTU (as replay).")
+@click.pass_context
+@user_errors
+def explain(ctx, input_path, frame_range, flow_filter, reason_name, jsonl_path, mtu, **options):
+    """Replay INPUT as `grotool replay` does (same options) and show every GRO
+    decision: one line per frame (frame number, time, flow, outcome, reason,
+    evidence), grouped by NAPI poll, and one line per delivered aggregate.
+
+    Outcomes: merged, held, sent_up (the frame went up alone); completed_held
+    (an arriving frame completed a held aggregate), evicted (its bucket was
+    full), flushed (the poll loop flushed it)."""
+    from ..io.safe_output import check_outputs
+    from ..replay import replay as run_replay
+    from ..report.events import FlowFilter, parse_frame_range
+
+    given = explicit_settings(ctx)
+    settings = settings_from_options(options)
+    frames = None
+    if frame_range is not None:
+        try:
+            frames = parse_frame_range(frame_range)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--frame") from None
+    if reason_name is not None and reason_name not in REASONS:
+        raise click.BadParameter(f"{reason_name!r} is not a reason (see `grotool reasons`)", param_hint="--reason")
+    flow = None
+    if flow_filter is not None:
+        try:
+            flow = FlowFilter(flow_filter)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--flow") from None
+    check_outputs([jsonl_path], ["--jsonl"])
+
+    kept: List = []
+    if frames is None:
+        def sink(event, _keep=kept.append):
+            if reason_name is None or event.reason == reason_name:
+                _keep(event)
+    else:
+        first, last = frames
+
+        def sink(event, _keep=kept.append):
+            if reason_name is not None and event.reason != reason_name:
+                return
+            if first <= event.frame <= last or (event.cause is not None and first <= event.cause <= last) \
+                    or any(first <= f <= last for f in event.frames):
+                _keep(event)
+
+    result = run_replay(input_path, None, settings, mtu=mtu, events=sink)
+    collector = result.collector
+    table = collector.sorted_flows()
+    numbers = {(fs.interface, fs.flow): n for n, fs in enumerate(table, 1)}
+    rows = []
+    for event in kept:
+        described = collector.describe(event)
+        number = numbers.get((event.interface, described))
+        if flow is not None:
+            if flow.number is not None:
+                if number != flow.number:
+                    continue
+            elif not flow.matches(described):
+                continue
+        rows.append((event, described, number))
+    if flow is not None and flow.number is not None and not 1 <= flow.number <= len(table):
+        raise click.BadParameter(f"flow {flow.number}: the replay table has {len(table)} flows", param_hint="--flow")
+
+    first_ts = result.document["input"]["first_ts_ns"] or 0
+    if jsonl_path:
+        _write_jsonl(jsonl_path, rows, result, settings, given)
+    if jsonl_path != "-":
+        _print_text(make_console(), rows, result, settings, first_ts)
+    if result.truncation:
+        t = result.truncation
+        click.echo(f"grotool: warning: record {t['record']} cut short ({t['detail']}); the {result.frames} "
+                   f"complete records before it were explained (exit {EXIT_INPUT_TRUNCATED})", err=True)
+        sys.exit(EXIT_INPUT_TRUNCATED)
+
+
+def _write_jsonl(path: str, rows, result, settings, given) -> None:
+    from ..io.jsonout import JsonLinesWriter
+    from ..report.events import SCHEMA, event_record
+
+    out = JsonLinesWriter(path, "--jsonl")
+    try:
+        doc = result.document["input"]
+        out.write_line(json.dumps({"schema": SCHEMA, "grotool": __version__,
+                                   "input": os.path.basename(doc["path"]), "frames": result.frames,
+                                   "linktype": doc["linktype"], "settings": settings.as_dict(),
+                                   "settings_given": sorted(given)}))
+        for event, described, number in rows:
+            out.write_line(json.dumps(event_record(event, described, number)))
+        out.close()
+    except BaseException:
+        out.abort()
+        raise
+
+
+def _format_ts(ns: int, first: int) -> str:
+    return f"{(ns - first) / 1e9:.6f}"
+
+
+def _print_text(console: Console, rows, result, settings, first_ts: int) -> None:
+    from ..report.events import compress_frames
+    from ..report.flows import flow_label
+
+    doc = result.document
+    console.print(Text(f"{os.path.basename(doc['input']['path'])}: {result.frames} frames, "
+                       f"{doc['totals']['packets_out']} packets delivered"), style="bold")
+    console.print(Text(f"device {device_summary(settings)}"))
+    console.print(Text(f"settings: {settings_summary(settings)}"))
+    if not rows:
+        console.print("no decision matches the filters")
+        return
+    labels = [flow_label(described) for _, described, _ in rows]
+    flow_width = min(max(len(s) for s in labels), 72)
+    frame_width = max(2, max(len(str(e.frame)) for e, _, _ in rows))
+    outcome_width = max(len(e.outcome) for e, _, _ in rows)
+    reason_width = max(len(e.reason or "-") for e, _, _ in rows)
+    several_queues = len({e.queue for e, _, _ in rows}) > 1 or len({e.interface for e, _, _ in rows}) > 1
+    poll = None
+    for (event, _described, number), label in zip(rows, labels):
+        here = (event.interface, event.queue, event.poll)
+        if here != poll:
+            poll = here
+            where = f"poll {event.poll}"
+            if several_queues:
+                where += f", queue {event.queue}" + (f", interface {event.interface}" if event.interface else "")
+            console.print(Text(where, style="bold underline"))
+        line = Text("  ")
+        if event.kind == "completion":
+            line.append(f"{'->':>{frame_width}}", style="bold")   # a delivery, not a frame
+        else:
+            line.append(f"{event.frame:>{frame_width}}", style="bold")
+        line.append(f"  {_format_ts(event.ts, first_ts)}  ")
+        line.append(f"{label:<{flow_width}}")
+        line.append("  ")
+        line.append(f"{event.outcome:<{outcome_width}}", style=OUTCOME_STYLE.get(event.outcome))
+        details = []
+        if event.evidence:
+            details.append(event.evidence)
+        if event.kind == "completion":
+            plural = "s" if event.segs > 1 else ""
+            details.append(f"delivered frame{plural} {compress_frames(event.frames)} ({event.segs} seg{plural})")
+        elif event.held_frame is not None:
+            plural = "s" if event.held_segs != 1 else ""
+            details.append(f"held: frame {event.held_frame}, {event.held_segs} seg{plural}")
+        if event.layer:
+            details.append(f"{event.layer} header")
+        if event.reason or details:
+            line.append("  ")
+            reason = event.reason or "-"
+            line.append(f"{reason:<{reason_width}}" if details else reason, style="bold" if event.reason else "dim")
+        if details:
+            line.append("  " + "; ".join(details))
+        if event.function:
+            line.append(f"  [{event.function}]", style="dim")
+        line.rstrip()
+        console.print(line, soft_wrap=True)
+    console.print(Text(f"{len(rows)} decisions shown"), style="dim")
