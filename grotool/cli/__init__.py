@@ -475,3 +475,6 @@ from .plot_cmd import plot  # noqa: E402
 
 main.add_command(check)
 main.add_command(plot)
+from .sweep_cmd import sweep  # noqa: E402
+
+main.add_command(sweep)
