@@ -211,3 +211,17 @@ def test_table_and_plot(tmp_path, four_segments):
     assert "7.0/8.0/8.0" in lines[0] and "napi_complete 100%" in lines[0]
     assert "76.0/78.0/78.0" in lines[1] and "flush_timeout 100%" in lines[1]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_check_jobs_gives_the_serial_report(tmp_path):
+    import shutil
+
+    for name in os.listdir(ROOT / "captures"):
+        shutil.copy(ROOT / "captures" / name, tmp_path / name)
+    # one capture without a golden: a broken result, exit 3 on every executor
+    shutil.copy(DATA / "real-bulk-ipv4.pcap", tmp_path / "no-golden.pcap")
+    serial = run("check", tmp_path)
+    parallel = run("check", tmp_path, "--jobs", "2")
+    assert serial.returncode == parallel.returncode == 3
+    assert parallel.stdout == serial.stdout
+    assert "no golden" in serial.stdout and "passed, 0 failed, 1 unreadable or missing" in serial.stdout
