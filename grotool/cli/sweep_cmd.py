@@ -145,9 +145,11 @@ def _us(ns) -> str:
 
 def render_table(doc: dict, console) -> None:
     axes = doc["axes"]
-    table = Table(title=f"grotool sweep: {len(doc['inputs'])} capture(s), "
-                        f"{doc['inputs'][0]['packets'] if len(doc['inputs']) == 1 else 'several'} frames"
-                  if doc["inputs"] else "grotool sweep", header_style="bold")
+    captures = len(doc["inputs"])
+    frames = sum(item["packets"] for item in doc["inputs"])
+    settings = len(doc["results"])
+    table = Table(title=f"grotool sweep: {captures} capture{'s' if captures != 1 else ''}, {frames} frames, "
+                        f"{settings} setting{'s' if settings != 1 else ''}", header_style="bold")
     for a in axes:
         table.add_column(a["option"].lstrip("-"), justify="right")
     table.add_column("packets out", justify="right")
