@@ -95,16 +95,21 @@ class DeliveryClock:
         if not isinstance(device, NicDevice):
             return
         times = self.times
-        for queue in device.queues:
-            gro = queue.gro
-            deliver = gro._deliver
+        try:
+            for queue in device.queues:
+                gro = queue.gro
+                deliver = gro._deliver
 
-            def stamped(batch, _deliver=deliver, _device=device):
-                now = _device.now
-                for d in batch:
-                    times[id(d)] = now
-                _deliver(batch)
-            gro._deliver = stamped
+                def stamped(batch, _deliver=deliver, _device=device):
+                    now = _device.now
+                    for d in batch:
+                        times[id(d)] = now
+                    _deliver(batch)
+                gro._deliver = stamped
+        except AttributeError:
+            # an engine build whose GRO instances do not expose their delivery callback
+            raise EnvironmentProblem("this grotool build cannot observe delivery times; "
+                                     "added latency needs the engine's GroNode._deliver") from None
 
     def pop(self, delivery) -> Optional[int]:
         return self.times.pop(id(delivery), None)

@@ -225,3 +225,8 @@ def test_check_jobs_gives_the_serial_report(tmp_path):
     assert serial.returncode == parallel.returncode == 3
     assert parallel.stdout == serial.stdout
     assert "no golden" in serial.stdout and "passed, 0 failed, 1 unreadable or missing" in serial.stdout
+
+
+def test_standard_input_is_refused():
+    r = run("sweep", "-", "--set", "rx-usecs=8,32")
+    assert r.returncode == 2 and "not standard input" in r.stderr and r.stderr.count("\n") == 1

@@ -100,6 +100,8 @@ def sweep(ctx, paths, sets, jobs, scheduler, json_path, plot_path, quiet, **opti
 
     if jobs > 1 and scheduler:
         _usage_error("--jobs and --scheduler exclusive: the Dask cluster decides how many workers run")
+    if "-" in paths:
+        _usage_error("a sweep reads each capture once per setting: give files, not standard input")
     fixed = set(explicit_settings(ctx))
     explicit_ipv4 = options.get("gro_ipv4_max_size")
     base = settings_from_options(options)
