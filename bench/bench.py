@@ -51,20 +51,40 @@ QUICK_SIZES = (5_000, 20_000)
 REPLAY_OPTIONS = ["replay", "-q", "--csum", "trust"]
 
 
+# Runs one command and reports its wall time, peak RSS and exit code.  A fresh
+# small process starts the command: Linux carries the address space's high-water
+# mark over exec into ru_maxrss, so a command forked straight from this (large)
+# benchmark process would report this process's size as its own.
+LAUNCHER = """
+import os, sys, time
+report, cmd = sys.argv[1], sys.argv[2:]
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(cmd[0], cmd)
+    finally:
+        os._exit(127)
+_, status, usage = os.wait4(pid, 0)
+seconds = time.perf_counter() - start
+with open(report, "w") as f:
+    f.write(f"{seconds} {usage.ru_maxrss} {os.waitstatus_to_exitcode(status)}")
+"""
+
+
 def timed(cmd, **kw):
     """(wall seconds, peak RSS in MiB, stdout) of one command; exits on failure."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, **kw)
-        _, status, usage = os.wait4(proc.pid, 0)
-        secs = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.NamedTemporaryFile("r", suffix=".timing") as report:
+        subprocess.run([sys.executable, "-c", LAUNCHER, report.name, *map(str, cmd)], stdout=out, stderr=err,
+                       check=True, **kw)
+        seconds, maxrss_kib, code = report.read().split()
         out.seek(0)
         err.seek(0)
-        if proc.returncode != 0:
-            raise SystemExit(f"{' '.join(map(str, cmd))} failed with exit code {proc.returncode}: "
+        if int(code) != 0:
+            raise SystemExit(f"{' '.join(map(str, cmd))} failed with exit code {code}: "
                              f"{err.read().decode(errors='replace').strip()[:400]}")
-        return secs, round(usage.ru_maxrss / 1024, 1), out.read().decode(errors="replace")
+        return float(seconds), round(int(maxrss_kib) / 1024, 1), out.read().decode(errors="replace")
 
 
 def scapy_naive(python: str, path: str, limit: int) -> float:
