@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..errors import EXIT_USAGE
-from . import make_console, user_errors
+from . import EXIT_CODES_HELP, make_console, user_errors
 from .options import SETTINGS_FIELDS, explicit_settings, replay_settings_options, settings_from_options
 
 
@@ -68,7 +68,7 @@ def _usage_error(message: str) -> None:
     sys.exit(EXIT_USAGE)
 
 
-@click.command("sweep")
+@click.command("sweep", epilog=EXIT_CODES_HELP)
 @click.argument("paths", metavar="CAPTURE...", nargs=-1, required=True)
 @click.option("--set", "sets", multiple=True, metavar="NAME=V1,V2,...",
               help="A replay setting and the values to try (e.g. gro-flush-timeout=0,20000). Repeatable: every "
