@@ -46,7 +46,7 @@ def check(ctx, paths, update, from_kernel, junit_path, max_differences, quiet, j
 
     Exit 0 when all pass, 1 when any differs, 3 when a capture or golden is
     unreadable or missing."""
-    from ..check import check_target, describe_difference, find_targets, junit_xml
+    from ..check import check_target, describe_difference, find_targets
 
     given = explicit_settings(ctx)
     settings = settings_from_options(options)
