@@ -230,3 +230,17 @@ def test_check_jobs_gives_the_serial_report(tmp_path):
 def test_standard_input_is_refused():
     r = run("sweep", "-", "--set", "rx-usecs=8,32")
     assert r.returncode == 2 and "not standard input" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_truncated_capture_is_swept_with_a_warning(tmp_path, four_segments):
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(four_segments.read_bytes()[:-10])      # the fourth record loses its last bytes
+    out = tmp_path / "s.json"
+    r = run("sweep", cut, "--set", "rx-usecs=8,32", "-q", "--json", out)
+    assert r.returncode == 0, r.stderr
+    assert "last record cut short; the 3 complete records before it were replayed" in r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["inputs"][0]["packets"] == 3 and doc["inputs"][0]["truncated"]
+    # three segments merged by the poll 8 (or 32) us after the first arrived
+    assert [r["added_latency_ns"]["max"] for r in doc["results"]] == [8000, 32000]
+    assert [r["packets_out"] for r in doc["results"]] == [1, 1]
