@@ -1,16 +1,30 @@
 #!/usr/bin/env python3
-"""grotool's benchmark: packets/s end to end, as a ratio against peers measured
-in the same run on the same file.
+"""grotool's benchmark: packets/s of grotool against the I/O floor and its
+peers, measured in the same run on the same generated captures.
 
-    python bench/bench.py [--packets 300000] [--flows 64] [--json bench/out/result.json]
+    python bench/bench.py                       # 100k, 300k and 1M packets of each input (minutes)
+    python bench/bench.py --quick               # small sizes: does it all work?
+    python bench/bench.py --python /opt/py/bin/python3             # grotool under another interpreter
+    python bench/bench.py --build interpreted="python3 -m grotool" --build compiled="/venv/bin/grotool"
 
-Peers: `tshark -q -z conv,tcp` (a C dissector reading the same capture) and a
-naive scapy loop (RawPcapReader + Ether() dissection + a dict of per-flow
-aggregates, the obvious way to write this in Python), the latter on a slice of
-the file and reported per packet.  Timings are wall-clock and noisy on a shared
-machine: compare the ratios of one run, not absolute numbers across runs.
-Peak RSS per command shows that grotool streams: it does not grow with the
-capture (run with --packets 100000 and 300000 to see).
+Inputs (bench/inputs.py): ``bulk`` (64 interleaved bulk TCP flows), ``mix``
+(10,000 flows: UDP, pure ACKs, short segments, bulk bursts; IPv4 and IPv6),
+``real`` (overlapping copies of the recorded real TCP captures).
+
+Per input and size: grotool statistics only (``replay -q --csum trust IN``)
+and end to end (``... IN OUT``), for each build; the I/O floor (bench/floor.py:
+read the input walking every record header, write grotool's output bytes,
+fsync); ``tshark -q -z conv,tcp``; a naive scapy loop (RawPcapReader + Ether()
++ a dict of per-flow aggregates) timed on the first ``--scapy-packets``
+packets and reported per packet.  Printed: seconds, packets/s, ratios against
+the floor and tshark, peak RSS (and how RSS grows from the smallest size to
+the largest).  Timings are wall-clock and noisy on a shared machine: compare
+the ratios of one run, not absolute numbers across runs.
+
+A build is a command that runs grotool, run in the repository root (so
+``python -m grotool`` is this checkout's code); its ``--version`` output is
+printed.  ``--python PY`` (or GROTOOL_BENCH_PYTHON) is the build
+``PY -m grotool``.
 """
 
 from __future__ import annotations
@@ -18,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -26,42 +41,55 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
-from grotool.io.capture import PcapWriter  # noqa: E402
+import inputs as bench_inputs  # noqa: E402
+
+DEFAULT_SIZES = (100_000, 300_000, 1_000_000)
+QUICK_SIZES = (5_000, 20_000)
+REPLAY_OPTIONS = ["replay", "-q", "--csum", "trust"]
 
 
-def make_capture(path: str, packets: int, flows: int) -> None:
-    """64 interleaved bulk flows, bursty as TSO senders are: each turn a flow
-    sends a burst of 1..44 full segments back to back."""
+# Runs one command and reports its wall time, peak RSS and exit code.  A fresh
+# small process starts the command: Linux carries the address space's high-water
+# mark over exec into ru_maxrss, so a command forked straight from this (large)
+# benchmark process would report this process's size as its own.
+LAUNCHER = """
+import os, sys, time
+report, cmd = sys.argv[1], sys.argv[2:]
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
     try:
-        from grotool.scenarios import bulk_flows
-    except ImportError:
-        bulk_flows = None
-    with PcapWriter(path) as w:
-        if bulk_flows is not None:
-            for i, (ts, frame) in enumerate(bulk_flows(flows, packets, interleave="bursty", seed=1)):
-                if i >= packets:
-                    break
-                w.write(ts, frame)
-            return
-        raise SystemExit("grotool.scenarios.bulk_flows is needed to build the benchmark capture")
+        os.execvp(cmd[0], cmd)
+    finally:
+        os._exit(127)
+_, status, usage = os.wait4(pid, 0)
+seconds = time.perf_counter() - start
+with open(report, "w") as f:
+    f.write(f"{seconds} {usage.ru_maxrss} {os.waitstatus_to_exitcode(status)}")
+"""
 
 
 def timed(cmd, **kw):
-    """(wall seconds, peak RSS in MiB) of one command."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)
-    _, status, usage = os.wait4(proc.pid, 0)
-    secs = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"{cmd[0]} failed with exit code {proc.returncode}")
-    return secs, round(usage.ru_maxrss / 1024, 1)
+    """(wall seconds, peak RSS in MiB, stdout) of one command; exits on failure."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.NamedTemporaryFile("r", suffix=".timing") as report:
+        subprocess.run([sys.executable, "-c", LAUNCHER, report.name, *map(str, cmd)], stdout=out, stderr=err,
+                       check=True, **kw)
+        seconds, maxrss_kib, code = report.read().split()
+        out.seek(0)
+        err.seek(0)
+        if int(code) != 0:
+            raise SystemExit(f"{' '.join(map(str, cmd))} failed with exit code {code}: "
+                             f"{err.read().decode(errors='replace').strip()[:400]}")
+        return float(seconds), round(int(maxrss_kib) / 1024, 1), out.read().decode(errors="replace")
 
 
-def scapy_naive(path: str, limit: int) -> float:
-    """Seconds per packet for the obvious scapy implementation."""
+def scapy_naive(python: str, path: str, limit: int) -> float:
+    """Seconds per packet for the obvious scapy implementation (run by this
+    benchmark's interpreter: scapy is a peer, not a grotool build)."""
     code = f"""
 import time
 from scapy.all import RawPcapReader, Ether, IP, TCP
@@ -84,56 +112,147 @@ for data, meta in RawPcapReader({path!r}):
         break
 print((time.perf_counter() - start) / n)
 """
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    out = subprocess.run([python, "-c", code], check=True, capture_output=True, text=True)
     return float(out.stdout.strip().splitlines()[-1])
+
+
+def parse_builds(args) -> list:
+    builds = []
+    for spec in args.build:
+        label, sep, command = spec.partition("=")
+        if not sep or not label or not command.strip():
+            raise SystemExit(f"--build {spec!r}: expected LABEL=COMMAND")
+        builds.append((label, shlex.split(command)))
+    if not builds:
+        python = args.python or os.environ.get("GROTOOL_BENCH_PYTHON") or sys.executable
+        builds.append(("grotool", [python, "-m", "grotool"]))
+    return builds
+
+
+def measure(label: str, packets: int, cmd, **kw) -> dict:
+    secs, rss, _ = timed(cmd, **kw)
+    return {"what": label, "seconds": round(secs, 3), "pps": round(packets / secs), "peak_rss_mib": rss}
+
+
+def run_one(kind: str, packets: int, builds, tmp: str, args) -> dict:
+    cap = os.path.join(tmp, f"{kind}-{packets}.pcap")
+    start = time.perf_counter()
+    bench_inputs.write_input(kind, cap, packets)
+    entry = {"input": kind, "packets": packets, "capture_bytes": os.path.getsize(cap),
+             "generate_s": round(time.perf_counter() - start, 3), "rows": []}
+    rows = entry["rows"]
+    first_output = None
+    for label, cmd in builds:
+        rows.append(measure(f"{label} statistics only", packets, cmd + REPLAY_OPTIONS + [cap], cwd=ROOT))
+        out = os.path.join(tmp, f"out-{label}.pcap")
+        rows.append(measure(f"{label} end to end", packets, cmd + REPLAY_OPTIONS + [cap, out], cwd=ROOT))
+        if first_output is None:
+            first_output = out
+        else:
+            os.unlink(out)
+    floor = measure("I/O floor", packets, [sys.executable, str(ROOT / "bench" / "floor.py"), cap, first_output,
+                                           os.path.join(tmp, "floor.pcap")])
+    rows.append(floor)
+    tshark = None
+    if not args.no_tshark and shutil.which("tshark"):
+        tshark = measure("tshark -q -z conv,tcp", packets, ["tshark", "-q", "-z", "conv,tcp", "-r", cap])
+        rows.append(tshark)
+    if not args.no_scapy and args.scapy_packets:
+        try:
+            per = scapy_naive(sys.executable, cap, min(args.scapy_packets, packets))
+            rows.append({"what": f"naive scapy loop (first {min(args.scapy_packets, packets)} packets)",
+                         "seconds": round(per * packets, 3), "pps": round(1 / per), "peak_rss_mib": None,
+                         "extrapolated": True})
+        except (subprocess.CalledProcessError, ValueError, SystemExit):
+            pass
+    for row in rows:
+        row["vs_floor"] = round(row["seconds"] / floor["seconds"], 2) if floor["seconds"] else None
+        row["vs_tshark"] = round(row["pps"] / tshark["pps"], 2) if tshark else None
+    for name in os.listdir(tmp):
+        os.unlink(os.path.join(tmp, name))
+    return entry
+
+
+def print_table(results: list) -> None:
+    print("| input | packets | what | seconds | packets/s | time vs I/O floor | speed vs tshark | peak RSS MiB |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|")
+    for entry in results:
+        for row in entry["rows"]:
+            rss = "-" if row["peak_rss_mib"] is None else f"{row['peak_rss_mib']:.0f}"
+            secs = f"{row['seconds']:.2f}" + (" (extrapolated)" if row.get("extrapolated") else "")
+            vs_tshark = "-" if row["vs_tshark"] is None else f"{row['vs_tshark']:.2f}x"
+            print(f"| {entry['input']} | {entry['packets']:,} | {row['what']} | {secs} | {row['pps']:,} | "
+                  f"{row['vs_floor']:.2f}x | {vs_tshark} | {rss} |")
+
+
+def rss_growth(results: list) -> list:
+    """Peak RSS of each grotool row at the largest size over the smallest, per input."""
+    lines = []
+    for kind in sorted({e["input"] for e in results}):
+        entries = sorted((e for e in results if e["input"] == kind), key=lambda e: e["packets"])
+        if len(entries) < 2:
+            continue
+        small, large = entries[0], entries[-1]
+        for row in small["rows"]:
+            if row["peak_rss_mib"] is None:
+                continue
+            other = next((r for r in large["rows"] if r["what"] == row["what"]), None)
+            if other and other["peak_rss_mib"]:
+                lines.append(f"{kind}: {row['what']}: peak RSS {row['peak_rss_mib']:.0f} MiB at "
+                             f"{small['packets']:,} packets, {other['peak_rss_mib']:.0f} MiB at "
+                             f"{large['packets']:,} ({other['peak_rss_mib'] / row['peak_rss_mib']:.2f}x)")
+    return lines
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--packets", type=int, default=300_000)
-    ap.add_argument("--flows", type=int, default=64)
-    ap.add_argument("--scapy-packets", type=int, default=20_000)
-    ap.add_argument("--json", default=None)
+    ap.add_argument("--sizes", default=None, help="Comma-separated packet counts (default 100000,300000,1000000).")
+    ap.add_argument("--quick", action="store_true", help=f"Small sizes ({', '.join(map(str, QUICK_SIZES))}) "
+                                                         "and a short scapy slice.")
+    ap.add_argument("--inputs", default=",".join(bench_inputs.INPUTS),
+                    help=f"Comma-separated inputs among {', '.join(bench_inputs.INPUTS)}.")
+    ap.add_argument("--python", default=None, help="Run grotool as PYTHON -m grotool (env GROTOOL_BENCH_PYTHON).")
+    ap.add_argument("--build", action="append", default=[], metavar="LABEL=COMMAND",
+                    help="A grotool build to measure, e.g. compiled='python3 -m grotool'. Repeatable.")
+    ap.add_argument("--scapy-packets", type=int, default=None, help="Packets the scapy loop is timed on.")
+    ap.add_argument("--no-tshark", action="store_true")
+    ap.add_argument("--no-scapy", action="store_true")
+    ap.add_argument("--json", default=None, help="Also write the results as JSON.")
     args = ap.parse_args()
 
+    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else list(QUICK_SIZES if args.quick
+                                                                              else DEFAULT_SIZES)
+    if args.scapy_packets is None:
+        args.scapy_packets = 2_000 if args.quick else 20_000
+    kinds = [k.strip() for k in args.inputs.split(",")]
+    for kind in kinds:
+        if kind not in bench_inputs.INPUTS:
+            raise SystemExit(f"--inputs: unknown input {kind!r}")
+    builds = parse_builds(args)
+    versions = {}
+    for label, cmd in builds:
+        _, _, out = timed(cmd + ["--version"], cwd=ROOT)
+        versions[label] = out.strip()
+        print(f"build {label}: {' '.join(cmd)}: {versions[label]}")
+    results = []
     tmp = tempfile.mkdtemp(prefix="grotool-bench-")
     try:
-        cap = os.path.join(tmp, "bulk.pcap")
-        t0 = time.perf_counter()
-        make_capture(cap, args.packets, args.flows)
-        gen_s = time.perf_counter() - t0
-        out = os.path.join(tmp, "out.pcap")
-        grotool = [sys.executable, "-m", "grotool", "replay", "-q"]
-        results = {"packets": args.packets, "flows": args.flows, "capture_bytes": os.path.getsize(cap),
-                   "generate_s": round(gen_s, 3)}
-        for label, extra in (("grotool_nic", []), ("grotool_veth", ["--device", "veth"]),
-                             ("grotool_nic_verify", ["--csum", "verify"])):
-            secs, rss = timed(grotool + extra + [cap, out], cwd=ROOT)
-            results[label] = {"seconds": round(secs, 3), "pps": round(args.packets / secs), "peak_rss_mib": rss}
-        if shutil.which("tshark"):
-            secs, rss = timed(["tshark", "-q", "-z", "conv,tcp", "-r", cap])
-            results["tshark_conv_tcp"] = {"seconds": round(secs, 3), "pps": round(args.packets / secs),
-                                          "peak_rss_mib": rss}
-        try:
-            per = scapy_naive(cap, args.scapy_packets)
-            results["scapy_naive"] = {"seconds_per_packet": per, "pps": round(1 / per),
-                                      "measured_on": args.scapy_packets}
-        except (subprocess.CalledProcessError, ValueError):
-            results["scapy_naive"] = None
-        base = results["grotool_nic"]["pps"]
-        ratios = {}
-        if "tshark_conv_tcp" in results:
-            ratios["grotool_nic_vs_tshark"] = round(base / results["tshark_conv_tcp"]["pps"], 3)
-        if results.get("scapy_naive"):
-            ratios["grotool_nic_vs_scapy"] = round(base / results["scapy_naive"]["pps"], 2)
-        results["ratios"] = ratios
-        text = json.dumps(results, indent=2)
-        print(text)
-        if args.json:
-            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.json).write_text(text + "\n")
+        for packets in sizes:
+            for kind in kinds:
+                entry = run_one(kind, packets, builds, tmp, args)
+                results.append(entry)
+                print(f"# {kind} {packets:,} packets, {entry['capture_bytes'] / 1e6:.0f} MB", file=sys.stderr)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    print_table(results)
+    growth = rss_growth(results)
+    for line in growth:
+        print(line)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps({"builds": {label: {"command": cmd, "version": versions[label]}
+                                                          for label, cmd in builds},
+                                               "results": results, "rss_growth": growth}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

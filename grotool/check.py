@@ -538,6 +538,13 @@ def check_target(target: Target, *, update: bool = False, settings: Optional[Set
     return result
 
 
+def check_job(job: Tuple[Target, bool, Optional[Settings], bool]) -> CaptureResult:
+    """check_target for an executor (grotool.executor): one picklable argument
+    (target, update, settings, from_kernel), no progress callback."""
+    target, update, settings, from_kernel = job
+    return check_target(target, update=update, settings=settings, from_kernel=from_kernel)
+
+
 def _check(target: Target, result: CaptureResult, update: bool, settings: Optional[Settings],
            from_kernel: bool, progress: Optional[Callable]) -> None:
     if target.problem:

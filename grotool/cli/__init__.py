@@ -530,3 +530,6 @@ from .explain_cmd import explain  # noqa: E402
 main.add_command(check)
 main.add_command(plot)
 main.add_command(explain)
+from .sweep_cmd import sweep  # noqa: E402
+
+main.add_command(sweep)

@@ -33,15 +33,20 @@ _STYLE = {"pass": "green", "unchanged": "green", "written": "cyan", "updated": "
               help="Differences explained per capture.")
 @replay_settings_options
 @click.option("--quiet", "-q", is_flag=True, help="Only the summary line and the exit code.")
+@click.option("--jobs", "-j", type=click.IntRange(1, 1024), default=1, show_default=True,
+              help="Check captures in this many local processes (no progress bar).")
+@click.option("--scheduler", metavar="ADDRESS", default=None,
+              help="Check captures on a Dask distributed cluster (needs the 'dask' extra; workers read the "
+                   "captures and goldens at the same paths).")
 @click.pass_context
 @user_errors
-def check(ctx, paths, update, from_kernel, junit_path, max_differences, quiet, **options):
+def check(ctx, paths, update, from_kernel, junit_path, max_differences, quiet, jobs, scheduler, **options):
     """Replay each capture (files or folders) with its golden's settings and
     compare with the golden (x.pcap + x.gro).
 
     Exit 0 when all pass, 1 when any differs, 3 when a capture or golden is
     unreadable or missing."""
-    from ..check import check_target, describe_difference, find_targets, junit_xml
+    from ..check import check_target, describe_difference, find_targets
 
     given = explicit_settings(ctx)
     settings = settings_from_options(options)
@@ -57,6 +62,17 @@ def check(ctx, paths, update, from_kernel, junit_path, max_differences, quiet, *
             raise click.UsageError(problem)
     targets = find_targets(paths)
     console = Console(highlight=False)
+    if jobs > 1 and scheduler:
+        raise click.UsageError("--jobs and --scheduler are exclusive")
+    if jobs > 1 or scheduler:
+        from ..check import check_job
+        from ..executor import make_executor
+
+        with make_executor(jobs, scheduler) as executor:
+            results = executor.map(check_job, [(t, update, settings if given else None, from_kernel)
+                                               for t in targets])
+        _finish(console, results, update, junit_path, max_differences, quiet, describe_difference)
+        return
     sizes = [input_size(t.capture) if t.capture else 0 for t in targets]
     bar = ProgressBar(progress_wanted(quiet), sum(s or 0 for s in sizes) or None, "check")
     results = []
@@ -72,6 +88,13 @@ def check(ctx, paths, update, from_kernel, junit_path, max_differences, quiet, *
             bytes_done += size or 0
     finally:
         bar.close()
+    _finish(console, results, update, junit_path, max_differences, quiet, describe_difference)
+
+
+def _finish(console: Console, results, update: bool, junit_path, max_differences: int, quiet: bool,
+            describe_difference) -> None:
+    from ..check import junit_xml
+
     if junit_path:
         _write_bytes(junit_xml(results, max_differences), junit_path)
     if not quiet:

@@ -1,0 +1,54 @@
+"""bench/ works: its generated inputs are what they say, and bench.py --quick
+runs every measurement.  Performance itself is never asserted here."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+import inputs as bench_inputs  # noqa: E402
+from grotool.io.capture import read_capture  # noqa: E402
+
+
+def test_generated_inputs_are_deterministic_and_sized(tmp_path):
+    for kind in bench_inputs.INPUTS:
+        a, b = tmp_path / f"{kind}-a.pcap", tmp_path / f"{kind}-b.pcap"
+        bench_inputs.write_input(kind, str(a), 700)
+        bench_inputs.write_input(kind, str(b), 700)
+        assert a.read_bytes() == b.read_bytes()
+        linktype, records = read_capture(str(a))
+        assert linktype == 1 and len(records) == 700
+        assert all(records[k][0] <= records[k + 1][0] for k in range(699)), kind
+
+
+def test_mix_has_udp_pure_acks_short_segments_and_ipv6(tmp_path):
+    path = tmp_path / "mix.pcap"
+    bench_inputs.write_input("mix", str(path), 3000)
+    _, records = read_capture(str(path))
+    v6 = sum(1 for _, f, _ in records if f[12:14] == b"\x86\xdd")
+    udp = sum(1 for _, f, _ in records if (f[23] if f[12:14] == b"\x08\x00" else f[20]) == 17)
+    # IPv4: 14 + 20 + 20 header bytes and nothing else is a pure ACK
+    pure_acks = sum(1 for _, f, _ in records if f[12:14] == b"\x08\x00" and f[23] == 6 and len(f) == 54)
+    short = sum(1 for _, f, _ in records if f[12:14] == b"\x08\x00" and f[23] == 6 and 54 < len(f) < 700)
+    assert v6 and udp and pure_acks and short
+
+
+def test_quick_benchmark_runs_every_measurement(tmp_path):
+    out = tmp_path / "bench.json"
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "bench.py"), "--sizes", "400", "--scapy-packets", "50",
+                        "--json", str(out)], capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("build grotool: ") and "grotool, version" in r.stdout.splitlines()[0]
+    doc = json.loads(out.read_text())
+    assert [(e["input"], e["packets"]) for e in doc["results"]] == [("bulk", 400), ("mix", 400), ("real", 400)]
+    whats = [row["what"] for row in doc["results"][0]["rows"]]
+    tshark = ["tshark -q -z conv,tcp"] if shutil.which("tshark") else []
+    assert whats == ["grotool statistics only", "grotool end to end", "I/O floor", *tshark,
+                     "naive scapy loop (first 50 packets)"]
+    for entry in doc["results"]:
+        for row in entry["rows"]:
+            assert row["seconds"] > 0 and row["pps"] > 0
