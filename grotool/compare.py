@@ -195,6 +195,8 @@ def _sidecar_packets(doc):
         return doc
     if isinstance(doc, dict) and isinstance(doc.get("packets"), list):
         return doc["packets"]
+    if isinstance(doc, dict) and ("segs" in doc or "gso_segs" in doc):
+        return [doc]                     # `replay --packets` lines of a one-packet capture
     return None
 
 

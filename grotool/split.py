@@ -15,12 +15,12 @@ Which frames are super-packets, and their gso_size:
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Tuple
 
+from .compare import load_sidecar
 from .errors import InputError
 from .gso import NotSegmentable, flow_key, parse, segment
 from .io.capture import CaptureReader, PcapWriter
@@ -68,44 +68,19 @@ def _entry(raw, where: str) -> SidecarEntry:
     return SidecarEntry(segs, size, tuple(types))
 
 
-def read_sidecar(path: str) -> list:
-    """The per-record entries of a sidecar: a JSON document with a ``packets``
-    list (grotool kernel --json), a JSON list, or JSON lines (replay --packets),
-    one object per record; InputError otherwise."""
-    try:
-        with open(path) as f:
-            text = f.read()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot open sidecar: {exc.strerror}") from None
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        try:
-            doc = [json.loads(line) for line in text.splitlines() if line.strip()]
-        except ValueError as exc:
-            raise InputError(f"{path}: sidecar is neither JSON nor JSON lines: {exc}") from None
-    if isinstance(doc, dict) and isinstance(doc.get("packets"), list):
-        return doc["packets"]
-    if isinstance(doc, dict) and ("segs" in doc or "gso_segs" in doc):
-        return [doc]                     # JSON lines with a single record
-    if isinstance(doc, list):
-        return doc
-    raise InputError(f"{path}: not a per-packet sidecar (no 'packets' list, no per-record objects)")
-
-
 def load_segs(path: Optional[str], capture: str, auto: bool) -> Tuple[Optional[str], Optional[List[SidecarEntry]]]:
     """The sidecar to use (path, entries), or (None, None)."""
     from .compare import sidecar_candidates
 
     if path is not None:
-        return path, [_entry(e, f"{path}: packet {i}") for i, e in enumerate(read_sidecar(path))]
+        return path, [_entry(e, f"{path}: packet {i}") for i, e in enumerate(load_sidecar(path))]
     if not auto:
         return None, None
     for cand in sidecar_candidates(capture):
         if not os.path.isfile(cand):
             continue
         try:
-            raw = read_sidecar(cand)
+            raw = load_sidecar(cand)
         except InputError:
             continue                     # e.g. a statistics document: not per packet
         return cand, [_entry(e, f"{cand}: packet {i}") for i, e in enumerate(raw)]

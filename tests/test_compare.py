@@ -417,3 +417,12 @@ def test_real_capture_against_itself(name):
     assert data_pkts == sum(fl["data_segments"] for fl in info["flows"].values())
     assert sum(f["payload_bytes_a"] for f in doc["flows"]) == info["bytes_sent"]
     assert all(f["kind"] == "tcp" for f in doc["flows"])
+
+
+def test_one_line_packets_sidecar_is_one_entry(tmp_path):
+    """replay --packets of a one-packet capture is a single JSON line: one entry."""
+    from grotool.compare import load_sidecar
+
+    path = tmp_path / "one.jsonl"
+    path.write_text('{"index": 0, "segs": 3, "gso_size": 1448, "reason": "tcp_push"}\n')
+    assert load_sidecar(str(path)) == [{"index": 0, "segs": 3, "gso_size": 1448, "reason": "tcp_push"}]
