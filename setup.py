@@ -61,6 +61,11 @@ class OptionalBuildExt(build_ext):
     """All extension modules or none: a missing or failing C compiler leaves
     the interpreted engine in place instead of failing the install."""
 
+    def finalize_options(self):
+        super().finalize_options()
+        if self.parallel is None:
+            self.parallel = os.cpu_count() or 1      # the modules compile independently
+
     def run(self):
         if not self.extensions:
             return

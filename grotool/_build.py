@@ -43,16 +43,22 @@ class _SourceFinder(importlib.abc.MetaPathFinder):
             return None
         name = fullname.rpartition(".")[2]
         for entry in path:
-            source = os.path.join(entry, name + ".py")
+            package_dir = os.path.join(entry, name)
+            if os.path.isfile(os.path.join(package_dir, "__init__.py")):
+                directory, stem, locations = package_dir, "__init__", [package_dir]   # a package
+            else:
+                directory, stem, locations = entry, name, None
+            source = os.path.join(directory, stem + ".py")
             if not os.path.isfile(source):
                 continue
             if not self.force:
-                compiled = _extension_beside(entry, name)
+                compiled = _extension_beside(directory, stem)
                 if compiled is None or os.path.getmtime(compiled) >= os.path.getmtime(source):
                     return None            # the normal import takes the extension
                 _stale.append(fullname)
             loader = importlib.machinery.SourceFileLoader(fullname, source)
-            return importlib.util.spec_from_file_location(fullname, source, loader=loader)
+            return importlib.util.spec_from_file_location(fullname, source, loader=loader,
+                                                          submodule_search_locations=locations)
         return None
 
 
