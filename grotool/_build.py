@@ -24,6 +24,10 @@ from typing import List, Optional
 PURE_ENV = "GROTOOL_PURE"
 PACKAGE = __name__.rpartition(".")[0]
 
+# a wheel install writes a module's .py and its extension within moments of each
+# other, in either order; an edit made after a build comes later than this
+INSTALL_SLACK_S = 2.0
+
 _stale: List[str] = []           # modules whose extension was older than the source
 
 
@@ -53,7 +57,7 @@ class _SourceFinder(importlib.abc.MetaPathFinder):
                 continue
             if not self.force:
                 compiled = _extension_beside(directory, stem)
-                if compiled is None or os.path.getmtime(compiled) >= os.path.getmtime(source):
+                if compiled is None or os.path.getmtime(source) <= os.path.getmtime(compiled) + INSTALL_SLACK_S:
                     return None            # the normal import takes the extension
                 _stale.append(fullname)
             loader = importlib.machinery.SourceFileLoader(fullname, source)
