@@ -135,3 +135,24 @@ def test_a_stale_compiled_module_is_not_used(tmp_path):
     assert _SourceFinder(force=True).find_spec("grotool.rules", [str(tmp_path)]).origin == str(source)
     assert _SourceFinder(force=True).find_spec("other.rules", [str(tmp_path)]) is None
     assert len(_stale) == before
+
+
+def test_skb_declarations_name_only_fields_init_always_sets():
+    # engine/skb.pxd turns some Skb fields into C fields, which read as None
+    # before they are set; the interpreted engine raises AttributeError there.
+    # So the declared fields must be exactly ones Skb.__init__ always sets.
+    import re
+
+    pxd = (ROOT / "grotool" / "engine" / "skb.pxd").read_text()
+    declared = [name.strip() for line in re.findall(r"cdef public object (.+)", pxd) for name in line.split(",")]
+    assert "data" in declared and "off" in declared and len(declared) == len(set(declared))
+    code = ("from grotool.engine.skb import Skb\n"
+            "s = Skb(b'\\x00' * 60, 5, 7, 14)\n"
+            "print(' '.join(n for n in Skb.__slots__ if hasattr(s, n)))\n"
+            "print(' '.join(Skb.__slots__))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_env(pure=True), capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    set_by_init, slots = (line.split() for line in proc.stdout.splitlines())
+    assert set(declared) <= set(slots)
+    assert set(declared) <= set(set_by_init), set(declared) - set(set_by_init)
