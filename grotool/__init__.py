@@ -6,6 +6,10 @@ The Python API (docs/api.md): ``grotool.Replay``, ``Packet``, ``Decision``,
 
 __version__ = "0.1.0"
 
+from ._build import install_finder  # noqa: E402
+
+install_finder()   # before any engine module is imported: picks the compiled or interpreted build
+
 from .api import (Decision, FlowStatistics, GrotoolError, InputError, Packet, Replay, Settings,  # noqa: E402
                   Statistics)
 

@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import __version__
+from .._build import engine_build
 from ..errors import (EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_INPUT_TRUNCATED, EXIT_SIGNAL_BASE, GrotoolError,
                       Interrupted)
 from ..engine.config import DEFAULT_RSS_KEY, Settings, ipv4_max_size_for
@@ -125,7 +126,7 @@ def user_errors(fn):
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
              epilog=EXIT_CODES_HELP)
-@click.version_option(__version__, prog_name="grotool")
+@click.version_option(f"{__version__} (engine: {engine_build()})", prog_name="grotool")
 def main():
     """What would Linux 6.18 GRO do with this traffic, and why?"""
 

@@ -1,0 +1,102 @@
+"""Which build of the engine runs: compiled (Cython) or interpreted.
+
+The compiled build is the engine's own .py files compiled in place (setup.py):
+each compiled module sits beside its source as an extension module, which
+Python's import system prefers.  This module decides, before any engine module
+is imported, whether to take them:
+
+- GROTOOL_PURE=1 in the environment forces the interpreted engine, so both
+  builds run from one install (the tests compare them);
+- an extension module older than its .py file is stale (the source was edited
+  after the build): the source is imported instead, and `grotool --version`
+  says so, rather than silently running old rules.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from typing import List, Optional
+
+PURE_ENV = "GROTOOL_PURE"
+PACKAGE = __name__.rpartition(".")[0]
+
+# a wheel install writes a module's .py and its extension within moments of each
+# other, in either order; an edit made after a build comes later than this
+INSTALL_SLACK_S = 2.0
+
+_stale: List[str] = []           # modules whose extension was older than the source
+
+
+def interpreted_forced() -> bool:
+    return os.environ.get(PURE_ENV, "") not in ("", "0")
+
+
+class _SourceFinder(importlib.abc.MetaPathFinder):
+    """Finds grotool's modules as source when forced to, or when the compiled
+    module beside the source is stale; otherwise leaves the normal import alone."""
+
+    def __init__(self, force: bool):
+        self.force = force
+
+    def find_spec(self, fullname, path, target=None):
+        if not fullname.startswith(PACKAGE + ".") or not path:
+            return None
+        name = fullname.rpartition(".")[2]
+        for entry in path:
+            package_dir = os.path.join(entry, name)
+            if os.path.isfile(os.path.join(package_dir, "__init__.py")):
+                directory, stem, locations = package_dir, "__init__", [package_dir]   # a package
+            else:
+                directory, stem, locations = entry, name, None
+            source = os.path.join(directory, stem + ".py")
+            if not os.path.isfile(source):
+                continue
+            if not self.force:
+                compiled = _extension_beside(directory, stem)
+                if compiled is None or os.path.getmtime(source) <= os.path.getmtime(compiled) + INSTALL_SLACK_S:
+                    return None            # the normal import takes the extension
+                _stale.append(fullname)
+            loader = importlib.machinery.SourceFileLoader(fullname, source)
+            return importlib.util.spec_from_file_location(fullname, source, loader=loader,
+                                                          submodule_search_locations=locations)
+        return None
+
+
+def _extension_beside(directory: str, name: str) -> Optional[str]:
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        candidate = os.path.join(directory, name + suffix)
+        if os.path.exists(candidate):
+            return candidate
+    return None
+
+
+def install_finder() -> None:
+    """Called by grotool/__init__.py before it imports anything else of grotool."""
+    if not any(isinstance(f, _SourceFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _SourceFinder(interpreted_forced()))
+
+
+def engine_build() -> str:
+    """'compiled, Cython 3.x.y' or 'interpreted' (with why, when a build exists
+    but is not used), for `grotool --version`."""
+    from .engine import gro
+    loader = getattr(gro, "__loader__", None)
+    if _stale:
+        return (f"interpreted in part: {len(_stale)} compiled modules are older than their source, "
+                "rebuild with pip install -e .")
+    if isinstance(loader, importlib.machinery.ExtensionFileLoader):
+        # Cython's function type lives in a module named after its version: _cython_3_1_2
+        abi = type(gro.GroNode.receive).__module__
+        version = abi[len("_cython_"):].replace("_", ".") if abi.startswith("_cython_") else "?"
+        return f"compiled, Cython {version}"
+    if interpreted_forced() and _extension_beside(os.path.dirname(gro.__file__), "gro"):
+        return f"interpreted, forced by {PURE_ENV}"
+    return "interpreted"
+
+
+def version_line(version: str) -> str:
+    return f"grotool {version} (engine: {engine_build()})"

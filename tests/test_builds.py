@@ -1,0 +1,158 @@
+"""The compiled and the interpreted engine are one engine: every bundled
+capture replayed under both gives the same bytes in every output.
+
+The compiled build is the engine's .py files compiled in place by setup.py
+(`pip install -e .` with Cython and a C compiler).  Without it these tests are
+skipped; in CI GROTOOL_REQUIRE_COMPILED=1 turns that skip into a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CAPTURES = sorted(ROOT.glob("captures/*.pcap")) + sorted(ROOT.glob("tests/data/*.pcap"))
+
+# default nic device; the veth device (the kernel oracle's conditions) with full
+# output checksums and annotated pcapng output
+CONFIGS = {
+    "nic": ([], "out.pcap"),
+    "veth": (["--device", "veth", "--l4-csum", "full", "--csum", "verify"], "out.pcapng"),
+}
+
+
+def _env(pure: bool) -> dict:
+    env = dict(os.environ)
+    env.pop("GROTOOL_PURE", None)
+    if pure:
+        env["GROTOOL_PURE"] = "1"
+    return env
+
+
+def _grotool(args, pure: bool, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "grotool", *args], cwd=cwd, env=_env(pure),
+                          capture_output=True, timeout=300)
+
+
+def _engine_build(pure: bool) -> str:
+    code = "from grotool._build import engine_build; print(engine_build())"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_env(pure), capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def compiled_build():
+    build = _engine_build(pure=False)
+    if not build.startswith("compiled"):
+        message = f"no compiled engine here ({build}): build it with pip install -e . (Cython and a C compiler)"
+        if os.environ.get("GROTOOL_REQUIRE_COMPILED") == "1":
+            pytest.fail(f"GROTOOL_REQUIRE_COMPILED=1 but {message}")
+        pytest.skip(message)
+    return build
+
+
+def test_pure_env_forces_the_interpreted_engine(compiled_build):
+    assert compiled_build.startswith("compiled, Cython 3.")
+    assert _engine_build(pure=True) == "interpreted, forced by GROTOOL_PURE"
+    version = _grotool(["--version"], pure=False)
+    assert version.returncode == 0
+    assert version.stdout.decode() == f"grotool, version 0.1.0 (engine: {compiled_build})\n"
+
+
+def test_every_engine_module_is_compiled(compiled_build):
+    # no module of the engine silently left interpreted in the compiled build
+    code = ("import importlib, pathlib, grotool.engine as e\n"
+            "for p in sorted(pathlib.Path(e.__file__).parent.glob('*.py')):\n"
+            "    name = 'grotool.engine' if p.stem == '__init__' else 'grotool.engine.' + p.stem\n"
+            "    m = importlib.import_module(name)\n"
+            "    print(name, type(m.__loader__).__name__)\n")
+    for pure, loader in ((False, "ExtensionFileLoader"), (True, "SourceFileLoader")):
+        proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_env(pure), capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        lines = proc.stdout.splitlines()
+        assert len(lines) >= 18
+        assert all(line.endswith(" " + loader) for line in lines), lines
+
+
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+@pytest.mark.parametrize("capture", CAPTURES, ids=[c.name for c in CAPTURES])
+def test_both_builds_give_identical_outputs(compiled_build, capture, config, tmp_path):
+    options, output_name = CONFIGS[config]
+    results = {}
+    for pure in (False, True):
+        out = tmp_path / ("interpreted" if pure else "compiled")
+        out.mkdir()
+        proc = _grotool(["replay", str(capture), str(out / output_name), "--json", str(out / "stats.json"),
+                         "--packets", str(out / "packets.jsonl"), *options], pure=pure)
+        assert proc.returncode == 0, proc.stderr.decode()
+        files = {p.name: p.read_bytes() for p in sorted(out.iterdir())}
+        results[pure] = (proc.stdout, proc.stderr, files)
+    compiled, interpreted = results[False], results[True]
+    assert sorted(compiled[2]) == sorted(["stats.json", "packets.jsonl", output_name])
+    for name in compiled[2]:
+        assert compiled[2][name] == interpreted[2][name], f"{name} differs between the builds"
+    assert compiled[0] == interpreted[0], "terminal output differs between the builds"
+    assert compiled[1] == interpreted[1], "warnings differ between the builds"
+    # the documents are real results: every input frame is covered exactly once
+    stats = json.loads(compiled[2]["stats.json"])
+    packets = [json.loads(line) for line in compiled[2]["packets.jsonl"].splitlines()]
+    assert len(packets) == stats["totals"]["packets_out"] > 0
+    covered = sorted(i for p in packets for i in p["covers"])
+    assert covered == list(range(stats["totals"]["packets_in"]))
+
+
+def test_a_stale_compiled_module_is_not_used(tmp_path):
+    # the finder grotool/__init__.py installs: an extension module older than its
+    # source (the source was edited after the build) must not run
+    from importlib.machinery import EXTENSION_SUFFIXES, SourceFileLoader
+
+    from grotool._build import _SourceFinder, _stale
+
+    source = tmp_path / "rules.py"
+    source.write_text("X = 1\n")
+    compiled = tmp_path / ("rules" + EXTENSION_SUFFIXES[0])
+    compiled.write_bytes(b"not really an extension")
+    os.utime(compiled, (1_000_000_000, 1_000_000_000))
+    os.utime(source, (1_000_000_100, 1_000_000_100))
+    before = len(_stale)
+    spec = _SourceFinder(force=False).find_spec("grotool.rules", [str(tmp_path)])
+    assert isinstance(spec.loader, SourceFileLoader) and spec.origin == str(source)
+    assert _stale[before:] == ["grotool.rules"]
+    del _stale[before:]
+    # a fresh build is left to the normal import (which prefers the extension)
+    os.utime(compiled, (1_000_000_200, 1_000_000_200))
+    assert _SourceFinder(force=False).find_spec("grotool.rules", [str(tmp_path)]) is None
+    # GROTOOL_PURE: the source, fresh build or not; other packages are never touched
+    assert _SourceFinder(force=True).find_spec("grotool.rules", [str(tmp_path)]).origin == str(source)
+    assert _SourceFinder(force=True).find_spec("other.rules", [str(tmp_path)]) is None
+    assert len(_stale) == before
+
+
+def test_skb_declarations_name_only_fields_init_always_sets():
+    # engine/skb.pxd turns some Skb fields into C fields, which read as None
+    # before they are set; the interpreted engine raises AttributeError there.
+    # So the declared fields must be exactly ones Skb.__init__ always sets.
+    import re
+
+    pxd = (ROOT / "grotool" / "engine" / "skb.pxd").read_text()
+    declared = [name.strip() for line in re.findall(r"cdef public object (.+)", pxd) for name in line.split(",")]
+    assert "data" in declared and "off" in declared and len(declared) == len(set(declared))
+    code = ("from grotool.engine.skb import Skb\n"
+            "s = Skb(b'\\x00' * 60, 5, 7, 14)\n"
+            "print(' '.join(n for n in Skb.__slots__ if hasattr(s, n)))\n"
+            "print(' '.join(Skb.__slots__))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_env(pure=True), capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    set_by_init, slots = (line.split() for line in proc.stdout.splitlines())
+    assert set(declared) <= set(slots)
+    assert set(declared) <= set(set_by_init), set(declared) - set(set_by_init)
