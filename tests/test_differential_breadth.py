@@ -96,3 +96,42 @@ def test_breadth_matches_kernel(name, build, host, csum, rss):
     settings = machine_settings(csum=csum, veth_rss=rss, **host)
     sim = list(simulate([(i, f, len(f)) for i, f in enumerate(frames)], 1, settings))
     assert_identical(frames, kernel, sim, case_id((name, build, host, csum, rss)))
+
+
+RANDOM_HOSTS = [{}, FWD, FLIST, VXLAN, {**VXLAN, **FWD}, {**VXLAN, **FLIST, "local_tcp": ("192.168.1.100:8000",)},
+                {"udp_gro_sockets": (5000, 5001)}, {"udp_gro_sockets": (5000,), **FLIST}]
+
+
+def random_mix(rng):
+    """All the crafted families plus VXLAN and GRE (IPv6 outer) carrying IPv6 TCP,
+    interleaved in random runs of 1-6 frames per flow group."""
+    import grotool.scenarios as S
+
+    groups = [F.udp_mixed(), F.tcp_for_fraglist(), F.gre_mixed(), F.vxlan_mixed(), F.flagged_for_fraglist(),
+              [S.vxlan_frame(S.tcp_frame(family=6, seq=5000 + i * 900, payload=900), family=rng.choice([4, 6]),
+                             ip_id=i, zero_csum=rng.random() < 0.5) for i in range(6)],
+              [S.gre_frame(S.tcp_frame(family=6, seq=5000 + i * 700, payload=700)[14:], family=6,
+                           key=rng.choice([None, 9])) for i in range(5)]]
+    out = []
+    while any(groups):
+        group = rng.choice([g for g in groups if g])
+        take = rng.randint(1, 6)
+        out += group[:take]
+        del group[:take]
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_mixed_traffic_matches_kernel(seed):
+    import random
+
+    rng = random.Random(seed)
+    frames = random_mix(rng)
+    host = rng.choice(RANDOM_HOSTS)
+    csum = rng.choice(["auto", "trust", "verify"])
+    rss = rng.random() < 0.3
+    kernel = replay_frames(frames, csum=csum, host=HostState.build(**host), require_reliable=True,
+                           rss_key=DEFAULT_RSS_KEY if rss else None)
+    sim = list(simulate([(i, f, len(f)) for i, f in enumerate(frames)], 1,
+                        machine_settings(csum=csum, veth_rss=rss, **host)))
+    assert_identical(frames, kernel, sim, f"seed {seed}: {host} csum={csum} rss={rss}")
