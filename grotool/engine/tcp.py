@@ -66,11 +66,6 @@ def validate_l4(gro, skb, pseudo_sum: int, field_at: int) -> bool:
     return False
 
 
-# The pseudo-header sums are only ever reduced (modulo 0xFFFF, or folded, which
-# for a positive sum below 2**32 depends only on the residue), so any congruent
-# positive value serves: saddr and daddr are adjacent in the header, and one
-# integer of both is congruent to csum.pseudo4/pseudo6's sum of the two; a
-# 32-bit length is congruent to the sum of its 16-bit halves.
 def checksum_verified(skb) -> None:
     """__skb_incr_checksum_unnecessary after a checksum GRO verified: NONE
     becomes UNNECESSARY, then each further one raises csum_level (at most 3).
@@ -79,6 +74,12 @@ def checksum_verified(skb) -> None:
         skb.csum_level += 1
 
 
+# The pseudo-header sums are only ever reduced (modulo 0xFFFF, or folded, which
+# for a positive sum below 2**32 depends only on the residue), so any congruent
+# positive value serves: saddr and daddr are adjacent in the header, and one
+# integer of both is congruent to csum.pseudo4/pseudo6's sum of the two; a
+# 32-bit length is congruent to the sum of its 16-bit halves.  The completions
+# use them too, to seed or fill the rebuilt TCP/UDP checksums.
 def pseudo4(data, nh, length, proto=6):
     """inet_gro_compute_pseudo"""
     return _from_bytes(data[nh + 12:nh + 20], "big") % 0xFFFF + proto + length
@@ -331,12 +332,12 @@ def _finish(gro, p, header, gso_type, thoff, pseudo_sum, family_type):
 def tcp4_gro_complete(gro, p, header, gso_type, thoff):
     nh = p.network_offsets[p.encapsulation]
     length = len(header) - thoff + p.payload_len
-    pseudo = csum.pseudo4(bytes(header[nh + 12:nh + 16]), bytes(header[nh + 16:nh + 20]), 6, length)
+    pseudo = pseudo4(header, nh, length)
     _finish(gro, p, header, gso_type, thoff, pseudo, "tcpv4")
 
 
 def tcp6_gro_complete(gro, p, header, gso_type, thoff):
     nh = p.network_offsets[p.encapsulation]
     length = len(header) - thoff + p.payload_len
-    pseudo = csum.pseudo6(bytes(header[nh + 8:nh + 24]), bytes(header[nh + 24:nh + 40]), 6, length)
+    pseudo = pseudo6(header, nh, length)
     _finish(gro, p, header, gso_type, thoff, pseudo, "tcpv6")

@@ -146,14 +146,6 @@ def udp_gro_receive_segment(bucket, skb, gro, check):
 
 
 # -- completion --------------------------------------------------------------------
-def _pseudo4(header, nh, length):
-    return csum.pseudo4(bytes(header[nh + 12:nh + 16]), bytes(header[nh + 16:nh + 20]), 17, length)
-
-
-def _pseudo6(header, nh, length):
-    return csum.pseudo6(bytes(header[nh + 8:nh + 24]), bytes(header[nh + 24:nh + 40]), 17, length)
-
-
 def _complete(gro, p, header, gso_type, nhoff, pseudo):
     """udp4/6_gro_complete and udp_gro_complete."""
     total = len(header) - nhoff + p.payload_len
@@ -161,7 +153,7 @@ def _complete(gro, p, header, gso_type, nhoff, pseudo):
     header[nhoff + 5] = total & 0xFF
     check = (header[nhoff + 6] << 8) | header[nhoff + 7]
     # the IP header this UDP header belongs to (network_offsets[skb->encapsulation])
-    pseudo_sum = pseudo(header, p.network_offsets[p.encapsulation], total)
+    pseudo_sum = pseudo(header, p.network_offsets[p.encapsulation], total, 17)
     full = check and gro.settings.l4_csum == "full"
     if p.is_flist and not p.encap_mark:
         # fraglist: UDP length of the whole, the first datagram's checksum left alone
@@ -192,8 +184,8 @@ def _write_check(header, nhoff, value):
 
 
 def udp4_gro_complete(gro, p, header, gso_type, nhoff):
-    _complete(gro, p, header, gso_type, nhoff, _pseudo4)
+    _complete(gro, p, header, gso_type, nhoff, pseudo4)
 
 
 def udp6_gro_complete(gro, p, header, gso_type, nhoff):
-    _complete(gro, p, header, gso_type, nhoff, _pseudo6)
+    _complete(gro, p, header, gso_type, nhoff, pseudo6)
