@@ -196,3 +196,21 @@ def read_pcap(path):
         out.append((sec * 1_000_000_000 + frac * scale, data[off:off + caplen]))
         off += caplen
     return linktype, out
+
+
+def rss_bucket(frame: bytes, key=None) -> int:
+    """The GRO bucket (hash & 7) the RSS hash of grotool kernel --rss gives a frame."""
+    from grotool.engine.config import DEFAULT_RSS_KEY
+    from grotool.oracle import bpf
+
+    return bpf.FrameHasher(DEFAULT_RSS_KEY if key is None else key)(frame) & 7
+
+
+def sports_in_bucket(b: int, n: int, family: int = 4, start: int = 30000, key=None):
+    """n source ports whose TCP flow (tcp()'s addresses) lands in bucket b."""
+    out, sport = [], start
+    while len(out) < n:
+        if rss_bucket(tcp(0, sport=sport, family=family), key) == b:
+            out.append(sport)
+        sport += 1
+    return out

@@ -39,18 +39,8 @@ OTHER_KEY = bytes(range(1, 41))
 HASH = bpf.FrameHasher(DEFAULT_RSS_KEY)
 
 
-def bucket(frame: bytes, key: bytes = DEFAULT_RSS_KEY) -> int:
-    return bpf.FrameHasher(key)(frame) & 7
-
-
-def sports_in_bucket(b: int, n: int, family: int = 4, start: int = 30000):
-    """n source ports whose TCP flow (kernel_support's addresses) lands in bucket b."""
-    out, sport = [], start
-    while len(out) < n:
-        if bucket(ks.tcp(0, sport=sport, family=family)) == b:
-            out.append(sport)
-        sport += 1
-    return out
+bucket = ks.rss_bucket
+sports_in_bucket = ks.sports_in_bucket
 
 
 def seg(sport: int, k: int, family: int = 4, **kw) -> bytes:

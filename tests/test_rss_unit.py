@@ -22,15 +22,7 @@ from grotool.oracle import bpf
 from grotool.oracle.frames import parse
 
 
-def toeplitz(key: bytes, data: bytes) -> int:
-    """Bit by bit, independent of rss.py."""
-    k = int.from_bytes(key, "big")
-    kbits = len(key) * 8
-    result = 0
-    for i in range(len(data) * 8):
-        if (data[i // 8] >> (7 - i % 8)) & 1:
-            result ^= (k >> (kbits - 32 - i)) & 0xFFFFFFFF
-    return result
+from test_engine_rules import toeplitz  # noqa: E402  (bit by bit, independent of rss.py)
 
 
 def ports(frame: bytes, l4: int) -> bytes:
@@ -94,17 +86,8 @@ def test_oracle_nic_and_veth_rss_give_the_same_hash():
             assert skbs[2].hash == 0                   # veth without --rss: no hash, bucket 0
 
 
-def bucket(frame: bytes) -> int:
-    return bpf.FrameHasher(DEFAULT_RSS_KEY)(frame) & 7
-
-
-def sports_in_bucket(b: int, n: int, family: int = 4, start: int = 30000):
-    out, sport = [], start
-    while len(out) < n:
-        if bucket(ks.tcp(0, sport=sport, family=family)) == b:
-            out.append(sport)
-        sport += 1
-    return out
+bucket = ks.rss_bucket
+sports_in_bucket = ks.sports_in_bucket
 
 
 def seg(sport: int, k: int, family: int = 4) -> bytes:
