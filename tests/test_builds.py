@@ -137,14 +137,16 @@ def test_a_stale_compiled_module_is_not_used(tmp_path):
     assert len(_stale) == before
 
 
-def test_skb_declarations_name_only_fields_init_always_sets():
-    # engine/skb.pxd turns some Skb fields into C fields, which read as None
-    # before they are set; the interpreted engine raises AttributeError there.
-    # So the declared fields must be exactly ones Skb.__init__ always sets.
+def test_skb_declarations_are_exactly_the_fields_init_sets():
+    # engine/skb.pxd turns every Skb field into a typed C field, which reads as
+    # a default (None, 0) before it is set, where the interpreted engine raises
+    # AttributeError.  So the declared fields must be exactly the slots, and
+    # Skb.__init__ must set every one of them.
     import re
 
     pxd = (ROOT / "grotool" / "engine" / "skb.pxd").read_text()
-    declared = [name.strip() for line in re.findall(r"cdef public object (.+)", pxd) for name in line.split(",")]
+    skb_class = pxd.split("cdef class Skb:")[1].split("cdef class ")[0]
+    declared = re.findall(r"^    cdef public [\w ]+? (\w+)$", skb_class, re.M)
     assert "data" in declared and "off" in declared and len(declared) == len(set(declared))
     code = ("from grotool.engine.skb import Skb\n"
             "s = Skb(b'\\x00' * 60, 5, 7, 14)\n"
@@ -154,5 +156,5 @@ def test_skb_declarations_name_only_fields_init_always_sets():
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     set_by_init, slots = (line.split() for line in proc.stdout.splitlines())
-    assert set(declared) <= set(slots)
-    assert set(declared) <= set(set_by_init), set(declared) - set(set_by_init)
+    assert set(declared) == set(slots)
+    assert set(slots) == set(set_by_init), set(slots) - set(set_by_init)

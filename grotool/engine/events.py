@@ -81,7 +81,7 @@ def _function(reason: Optional[str]) -> str:
 
 def _layer(p, reason: str) -> str:
     # as GroNode.complete names it for the Delivery
-    return getattr(p, "flush_layer", "") if p.encap_mark and reason == p.flush else ""
+    return p.flush_layer if p.encap_mark and reason == p.flush else ""
 
 
 class EventRecorder:

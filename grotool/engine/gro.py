@@ -14,6 +14,7 @@ from .config import GRO_HASH_BUCKETS, MAX_GRO_SKBS, Settings
 from .hoststate import HostSockets
 from .skb import Delivery, Skb, Stats
 from . import offloads
+from .offloads import PACKET_OFFLOADS
 
 
 class Bucket:
@@ -179,7 +180,7 @@ class GroNode:
     # -- completion and delivery ------------------------------------------------
     def complete(self, p: Skb, reason: str) -> None:
         """gro_complete: rebuild the super-packet and queue it for delivery."""
-        layer = getattr(p, "flush_layer", "") if p.encap_mark and reason == p.flush else ""
+        layer = p.flush_layer if p.encap_mark and reason == p.flush else ""
         if p.count == 1:
             # a lone held packet goes up unchanged
             self.normal_one(Delivery(p.ts, p.data, 1, reason, (p.index,), p.key,
@@ -187,11 +188,13 @@ class GroNode:
             return
         header = bytearray(p.data[:p.off])
         gso_type: List[str] = []
-        offloads.complete_chain(self, p, header, gso_type)
-        data = b"".join([header, memoryview(p.data)[p.off:], *p.chunks])
+        # gro_complete: the packet_offload gro_complete for skb->protocol, nhoff at the L3 start
+        PACKET_OFFLOADS[p.protocol][1](self, p, header, gso_type, p.l2_len)
+        chunks = p.chunks
+        data = b"".join([header, memoryview(p.data)[p.off:], *chunks])
         self.normal_one(Delivery(p.ts, data, p.count, reason, tuple(p.indices), p.key,
                                  p.gso_size, tuple(gso_type), p.payload_len, self.queue, self.poll, layer,
-                                 p.l2_len, p.off, len(p.data), tuple(map(len, p.chunks)),
+                                 p.l2_len, p.off, len(p.data), tuple([len(chunk) for chunk in chunks]),
                                  bool(p.is_flist)))
 
     def normal(self, skb: Skb, reason: str) -> None:

@@ -3,20 +3,14 @@ L3 checks done at L4, inet_gro_flush (include/net/gro.h)."""
 
 from __future__ import annotations
 
-from struct import Struct
-
-from . import offloads
 from .csum import replace16
-from .offloads import GRO_RECURSION_LIMIT
+from .offloads import GRO_RECURSION_LIMIT, INET_OFFLOADS
 
 IP_DF = 0x4000
 IP_MF = 0x2000
 IP_OFFSET = 0x1FFF
 IP_RESERVED = 0x8000
 _MF_OR_OFFSET = IP_MF | IP_OFFSET
-_from_bytes = int.from_bytes
-_len_frag = Struct("!2xH2xH").unpack_from         # tot_len, frag_off
-_u16 = Struct("!H").unpack_from
 
 
 def inet_gro_receive(bucket, skb, gro):
@@ -27,7 +21,7 @@ def inet_gro_receive(bucket, skb, gro):
         skb.flush = skb.flush or "ip_hdr_unreadable"
         return None
     proto = data[off + 9]
-    entry = offloads.INET_OFFLOADS.get(proto)
+    entry = INET_OFFLOADS.get(proto)
     if entry is None:
         # inet_gro_receive: no gro_receive for this protocol (ICMP, SCTP, ...)
         skb.flush = skb.flush or "ip_no_l4_handler"
@@ -36,13 +30,13 @@ def inet_gro_receive(bucket, skb, gro):
         # inet_gro_receive: options (or not version 4) are never aggregated
         skb.flush = skb.flush or "ip_options_or_version"
         return None
-    tot_len, frag_off = _len_frag(data, off)
+    tot_len = (data[off + 2] << 8) | data[off + 3]
+    frag_off = (data[off + 6] << 8) | data[off + 7]
     if frag_off & _MF_OR_OFFSET:
         skb.flush = skb.flush or "ip_fragment"
         return None
-    header = data[off:off + 20]
-    if _from_bytes(header, "big") % 0xFFFF:
-        # ip_fast_csum is checked in software whatever ip_summed says (csum.ip_header_ok)
+    if not header_checksum_ok(data, off):
+        # ip_fast_csum is checked in software whatever ip_summed says
         gro.stats.ip_csum_bad += 1
         skb.flush = skb.flush or "ip_bad_hdr_csum"
         return None
@@ -54,7 +48,7 @@ def inet_gro_receive(bucket, skb, gro):
         elif frag_off & IP_RESERVED:
             skb.flush = "ip_reserved_flag"
     # same flow: protocol, saddr, daddr
-    skb.key += header[9:10] + header[12:20]
+    skb.key += data[off + 9:off + 10] + data[off + 12:off + 20]
     mark = skb.encap_mark
     if not mark:
         skb.outer_family = 4
@@ -69,6 +63,15 @@ def inet_gro_receive(bucket, skb, gro):
     return entry[0](bucket, skb, gro)
 
 
+def header_checksum_ok(data, off):
+    """ip_fast_csum over the 20-byte header at off is zero: the ones'-complement
+    sum of its ten words is 0 modulo 0xFFFF."""
+    total = 0
+    for i in range(off, off + 20, 2):
+        total += (data[i] << 8) | data[i + 1]
+    return total % 0xFFFF == 0
+
+
 def inet_gro_flush(p, skb, offset, inner):
     """inet_gro_flush (6.18): TTL, TOS, DF must match; the IP ID must stay fixed or
     increment by one per segment, the mode chosen by the second packet.
@@ -81,7 +84,7 @@ def inet_gro_flush(p, skb, offset, inner):
         return "ip_tos_changed"
     if (d1[offset + 6] ^ d2[offset + 6]) & 0x40:
         return "ip_df_changed"
-    ipid_offset = (_u16(d1, offset + 4)[0] - _u16(d2, offset + 4)[0]) & 0xFFFF
+    ipid_offset = (((d1[offset + 4] << 8) | d1[offset + 5]) - ((d2[offset + 4] << 8) | d2[offset + 5])) & 0xFFFF
     count = p.count & 0xFFFF
     bit = 1 << inner
     if count == 1 and ipid_offset == 0:
@@ -103,4 +106,4 @@ def inet_gro_complete(gro, p, header, gso_type, nhoff):
     header[nhoff + 3] = new_len & 0xFF
     header[nhoff + 10] = check >> 8
     header[nhoff + 11] = check & 0xFF
-    offloads.INET_OFFLOADS[header[nhoff + 9]][1](gro, p, header, gso_type, nhoff + 20)
+    INET_OFFLOADS[header[nhoff + 9]][1](gro, p, header, gso_type, nhoff + 20)

@@ -33,6 +33,8 @@ class LinkLayer:
             raise ValueError(f"unsupported link type {linktype}")
 
     def _with_header(self, data: bytes, ts: int, index: int) -> Skb:
+        if type(data) is not bytes:
+            data = bytes(data)          # a bytearray or memoryview from an API caller
         l2 = self.l2_len
         if len(data) >= l2:
             at = self.proto_at
@@ -43,6 +45,8 @@ class LinkLayer:
 
     @staticmethod
     def _raw(data: bytes, ts: int, index: int) -> Skb:
+        if type(data) is not bytes:
+            data = bytes(data)
         skb = Skb(data, ts, index, 0)
         version = data[0] >> 4 if data else 0
         skb.protocol = 0x0800 if version == 4 else 0x86DD if version == 6 else 0

@@ -114,9 +114,8 @@ def receive_batch(gro: GroNode, skbs: List[Skb], primer: Optional["ChecksumPrime
     """The driver poll handing its frames to GRO, checksums primed per poll."""
     if primer is not None:
         primer.before(skbs)
-    receive = gro.receive
     for skb in skbs:
-        receive(skb)
+        gro.receive(skb)
     if primer is not None:
         primer.after()
 

@@ -31,11 +31,6 @@ def enter_layer(skb) -> bool:
     return True
 
 
-def complete_chain(gro, p, header, gso_type) -> None:
-    """gro_complete: the packet_offload gro_complete for skb->protocol, nhoff at the L3 start."""
-    PACKET_OFFLOADS[p.protocol][1](gro, p, header, gso_type, p.l2_len)
-
-
 def _register() -> None:
     from . import ipv4, ipv6, tcp, tunnels, udp, vlan
 

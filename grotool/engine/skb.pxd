@@ -1,9 +1,55 @@
-# Cython declarations for skb.py (used only by the compiled build): the fields
-# Skb.__init__ always sets become typed C fields; the aggregate fields that
-# hold() and the layers add later stay in the instance dict, so reading one
-# before it is set still raises AttributeError, as in the interpreted engine.
+# Cython declarations for skb.py (used only by the compiled build): every Skb
+# field becomes a typed C field.  Offsets, lengths and small counters are
+# C integers (bounded by the frame and aggregate sizes); timestamps, jiffies,
+# the flush reason and the checksum sum stay Python objects.  No rule lives here.
 cdef class Skb:
-    cdef dict __dict__
-    cdef public object data, ts, index, hash, l2_len, protocol, off, flush, proto, key, count
-    cdef public object network_offsets, encap_mark, outer_family, l4_off, same_flow, recursion
-    cdef public object csum_level, csum
+    cdef public bytes data
+    cdef public object ts
+    cdef public Py_ssize_t index
+    cdef public long long hash
+    cdef public Py_ssize_t l2_len
+    cdef public int protocol
+    cdef public Py_ssize_t off
+    cdef public object flush
+    cdef public int proto
+    cdef public bytes key
+    cdef public Py_ssize_t count
+    cdef public list network_offsets
+    cdef public int encap_mark
+    cdef public int outer_family
+    cdef public Py_ssize_t l4_off
+    cdef public bint same_flow
+    cdef public int ip_fixedid
+    cdef public int is_flist
+    cdef public int recursion
+    cdef public str flush_layer
+    cdef public int csum_level
+    cdef public object csum
+    cdef public Py_ssize_t length
+    cdef public Py_ssize_t payload_len
+    cdef public Py_ssize_t gso_size
+    cdef public object age
+    cdef public list chunks
+    cdef public list indices
+    cdef public long long flag_or
+    cdef public int encapsulation
+
+cdef class Delivery:
+    cdef public object ts
+    cdef public bytes data
+    cdef public Py_ssize_t segs
+    cdef public str reason
+    cdef public tuple indices
+    cdef public bytes key
+    cdef public Py_ssize_t gso_size
+    cdef public tuple gso_type
+    cdef public Py_ssize_t payload
+    cdef public Py_ssize_t queue
+    cdef public Py_ssize_t poll
+    cdef public str layer
+    cdef public Py_ssize_t l2_len
+    cdef public Py_ssize_t header_len
+    cdef public Py_ssize_t first_len
+    cdef public tuple merged_lens
+    cdef public bint fraglist
+    cdef public Py_ssize_t interface

@@ -36,7 +36,7 @@ class Skb:
         "is_flist",      # fraglist GRO for this packet (tcp4/6_check_fraglist_gro, udp_gro_receive;
                          # set before it is read: by TCP under rx-gro-list, by UDP, else by hold())
         "recursion",     # gro_recursion_inc_test's counter: layer transitions so far
-        "flush_layer",   # held encapsulated packet: "outer"/"inner" header of its L3 flush reason (set only then)
+        "flush_layer",   # held encapsulated packet: "outer"/"inner" header of its L3 flush reason ("" otherwise)
         "csum_level",    # ip_summed and csum_level: -1 CHECKSUM_NONE, 0..3 CHECKSUM_UNNECESSARY at that
                          # level after GRO verified checksums (__skb_incr_checksum_unnecessary)
         "csum",          # None, or the ones'-complement sum of the whole frame as an integer
@@ -55,7 +55,7 @@ class Skb:
 
     def __init__(self, data: bytes, ts: int, index: int, l2_len: int, hash_: int = 0,
                  protocol: int = 0, key: bytes = b""):
-        # only the incoming-packet fields; hold() adds the aggregate ones
+        # every field is set here (the compiled build gives each a C type)
         self.data = data
         self.ts = ts
         self.index = index
@@ -75,35 +75,84 @@ class Skb:
         self.recursion = 0
         self.csum_level = -1
         self.csum = None
+        self.is_flist = 0
+        self.flush_layer = ""
+        self.ip_fixedid = 0
+        self.encapsulation = 0
+        self.flag_or = 0
+        # the aggregate fields get their values in GroNode.hold
+        self.length = 0
+        self.payload_len = 0
+        self.gso_size = 0
+        self.age = 0
+        self.chunks = None
+        self.indices = None
 
     def gro_len(self) -> int:
         """skb_gro_len: bytes after the headers consumed so far."""
         return len(self.data) - self.off
 
 
-@dataclass
 class Delivery:
     """One packet handed to the stack: a super-packet or a packet sent up unchanged."""
 
-    ts: int                      # first segment's capture timestamp (ns)
-    data: bytes                  # the frame as delivered (link header included)
-    segs: int                    # napi_gro_cb count: input frames it covers
-    reason: str                  # why it was delivered now (see reasons.py)
-    indices: Tuple[int, ...]     # capture indices it covers, in order
-    key: bytes = b""             # same-flow identity (empty when GRO never parsed it)
-    gso_size: int = 0
-    gso_type: Tuple[str, ...] = ()
-    payload: int = 0             # L4 payload bytes as GRO counted them (padding included); 0 if L4 never parsed it
-    queue: int = 0               # RX queue (NAPI instance) it came through
-    poll: int = 0                # poll number on that queue
-    layer: str = ""              # for an L3 reason of an encapsulated packet: "outer" or "inner" header
-    # for the skb layout model (layout.py), filled for super-packets only
-    l2_len: int = 0              # link header bytes
-    header_len: int = 0          # bytes of headers GRO walked (from the frame start)
-    first_len: int = 0           # the first segment's frame length
-    merged_lens: Tuple[int, ...] = ()   # payload bytes of each merged segment
-    fraglist: bool = False       # built by skb_gro_receive_list
-    interface: int = 0           # capture interface (device) it came from
+    __slots__ = (
+        "ts",            # first segment's capture timestamp (ns)
+        "data",          # the frame as delivered (link header included)
+        "segs",          # napi_gro_cb count: input frames it covers
+        "reason",        # why it was delivered now (see reasons.py)
+        "indices",       # capture indices it covers, in order (a tuple)
+        "key",           # same-flow identity (empty when GRO never parsed it)
+        "gso_size",
+        "gso_type",      # tuple of GSO type names
+        "payload",       # L4 payload bytes as GRO counted them (padding included); 0 if L4 never parsed it
+        "queue",         # RX queue (NAPI instance) it came through
+        "poll",          # poll number on that queue
+        "layer",         # for an L3 reason of an encapsulated packet: "outer" or "inner" header
+        # for the skb layout model (layout.py), filled for super-packets only
+        "l2_len",        # link header bytes
+        "header_len",    # bytes of headers GRO walked (from the frame start)
+        "first_len",     # the first segment's frame length
+        "merged_lens",   # payload bytes of each merged segment (a tuple)
+        "fraglist",      # built by skb_gro_receive_list
+        "interface",     # capture interface (device) it came from
+    )
+
+    def __init__(self, ts: int, data: bytes, segs: int, reason: str, indices: Tuple[int, ...],
+                 key: bytes = b"", gso_size: int = 0, gso_type: Tuple[str, ...] = (), payload: int = 0,
+                 queue: int = 0, poll: int = 0, layer: str = "", l2_len: int = 0, header_len: int = 0,
+                 first_len: int = 0, merged_lens: Tuple[int, ...] = (), fraglist: bool = False,
+                 interface: int = 0):
+        self.ts = ts
+        self.data = data
+        self.segs = segs
+        self.reason = reason
+        self.indices = indices
+        self.key = key
+        self.gso_size = gso_size
+        self.gso_type = gso_type
+        self.payload = payload
+        self.queue = queue
+        self.poll = poll
+        self.layer = layer
+        self.l2_len = l2_len
+        self.header_len = header_len
+        self.first_len = first_len
+        self.merged_lens = merged_lens
+        self.fraglist = fraglist
+        self.interface = interface
+
+    def _fields(self) -> tuple:
+        return tuple(getattr(self, name) for name in Delivery.__slots__)
+
+    def __eq__(self, other):
+        if type(other) is not Delivery:
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in Delivery.__slots__)
+        return f"Delivery({fields})"
 
     def shape(self, layout: str = "frags", max_skb_frags: int = 17):
         """The skb layout model's view of this packet (layout.Shape)."""

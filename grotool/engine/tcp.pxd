@@ -1,7 +1,34 @@
-# Cython declarations for tcp.py (used only by the compiled build): the packet
-# argument of the per-packet functions is an Skb, so its fields are read as C
-# struct fields instead of by attribute lookup.  No rule lives here.
+# Cython declarations for tcp.py (compiled build only): packets are Skbs, the
+# GRO core a GroNode, offsets and header words C integers, so fields and bytes
+# are read as C values instead of Python objects.  No rule lives here.
+cimport cython
 from grotool.engine.skb cimport Skb
+from grotool.engine.gro cimport Bucket, GroNode
 
-cpdef _receive(bucket, Skb skb, gro, pseudo)
-cpdef tcp_gro_receive(bucket, Skb skb, gro, thlen)
+cdef long TCP_FLAG_CWR, TCP_FLAG_ECE, TCP_FLAG_URG, TCP_FLAG_ACK, TCP_FLAG_PSH, TCP_FLAG_RST
+cdef long TCP_FLAG_SYN, TCP_FLAG_FIN, TCP_DOFF, TCP_RESERVED, TCP_WINDOW
+cdef long _NOT_COMPARED, _COMPARED, _FIN_PSH, _FINAL_FLAGS
+
+cpdef long word32(bytes data, Py_ssize_t at)
+@cython.locals(end=Py_ssize_t)
+cpdef bint same_bytes(bytes a, Py_ssize_t i, bytes b, Py_ssize_t j, Py_ssize_t n)
+@cython.locals(data=bytes, field=long, seed=long, off=Py_ssize_t)
+cpdef bint validate_l4(GroNode gro, Skb skb, pseudo_sum, Py_ssize_t field_at)
+cpdef checksum_verified(Skb skb)
+@cython.locals(data=bytes, off=Py_ssize_t, n=Py_ssize_t, thlen=Py_ssize_t)
+cpdef _receive(Bucket bucket, Skb skb, GroNode gro, pseudo)
+cpdef tcp4_gro_receive(Bucket bucket, Skb skb, GroNode gro)
+cpdef tcp6_gro_receive(Bucket bucket, Skb skb, GroNode gro)
+cpdef _never_merged_reason(long flags)
+cpdef _flag_diff_reason(long flags, long diff)
+cpdef _final_reason(long flags, Py_ssize_t length)
+@cython.locals(data=bytes, d2=bytes, off=Py_ssize_t, end=Py_ssize_t, length=Py_ssize_t, mss=Py_ssize_t,
+               th2=Py_ssize_t, flags=long, flags2=long, diff=long, outer=Py_ssize_t, key=bytes, p=Skb,
+               final=bint)
+cpdef tcp_gro_receive(Bucket bucket, Skb skb, GroNode gro, Py_ssize_t thlen)
+@cython.locals(flag_byte=int, check=long)
+cpdef _finish(GroNode gro, Skb p, bytearray header, list gso_type, Py_ssize_t thoff, pseudo_sum, family_type)
+@cython.locals(nh=Py_ssize_t, length=Py_ssize_t)
+cpdef tcp4_gro_complete(GroNode gro, Skb p, bytearray header, list gso_type, Py_ssize_t thoff)
+@cython.locals(nh=Py_ssize_t, length=Py_ssize_t)
+cpdef tcp6_gro_complete(GroNode gro, Skb p, bytearray header, list gso_type, Py_ssize_t thoff)

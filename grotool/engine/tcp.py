@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from struct import Struct
-
 from . import csum
 from .ipv4 import inet_gro_flush
 from .ipv6 import ipv6_gro_flush
@@ -28,7 +26,23 @@ _COMPARED = ~_NOT_COMPARED
 _FIN_PSH = TCP_FLAG_FIN | TCP_FLAG_PSH
 _FINAL_FLAGS = TCP_FLAG_URG | TCP_FLAG_PSH | TCP_FLAG_RST | TCP_FLAG_SYN | TCP_FLAG_FIN
 _from_bytes = int.from_bytes
-_u32 = Struct("!I").unpack_from
+
+
+def word32(data, at):
+    """The big-endian 32-bit word at ``at``."""
+    return (data[at] << 24) | (data[at + 1] << 16) | (data[at + 2] << 8) | data[at + 3]
+
+
+def same_bytes(a, i, b, j, n):
+    """a[i:i + n] == b[j:j + n], both in range, compared four bytes at a time
+    (n is a multiple of four: TCP options)."""
+    end = i + n
+    while i < end:
+        if word32(a, i) != word32(b, j):
+            return False
+        i += 4
+        j += 4
+    return True
 
 
 # -- checksum validation (skb_gro_checksum_validate) ----------------------------
@@ -180,7 +194,7 @@ def _final_reason(flags: int, length: int) -> str:
 def tcp_gro_receive(bucket, skb, gro, thlen):
     data = skb.data
     off = skb.off
-    flags = _u32(data, off + 12)[0]
+    flags = word32(data, off + 12)
     # tcp_gro_lookup: the port pair completes the flow identity
     key = skb.key + data[off:off + 4]
     skb.key = key
@@ -200,16 +214,16 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
     if p is not None:
         d2 = p.data
         th2 = p.l4_off
-        flags2 = _u32(d2, th2 + 12)[0]
+        flags2 = word32(d2, th2 + 12)
         reason = None
         diff = (flags ^ flags2) & _COMPARED
         if flags & TCP_FLAG_CWR:
             reason = "tcp_cwr"                # 6.18: an incoming CWR always flushes
         elif diff:
             reason = _flag_diff_reason(flags, diff)
-        elif data[off + 8:off + 12] != d2[th2 + 8:th2 + 12]:
+        elif word32(data, off + 8) != word32(d2, th2 + 8):
             reason = "tcp_ack_changed"
-        elif thlen > 20 and data[off + 20:off + thlen] != d2[th2 + 20:th2 + thlen]:
+        elif thlen > 20 and not same_bytes(data, off + 20, d2, th2 + 20, thlen - 20):
             reason = _options_reason(data[off + 20:off + thlen], d2[th2 + 20:th2 + thlen])
         else:
             # gro_receive_network_flush: outer header, then inner if encapsulated
@@ -232,7 +246,7 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
                     reason = "tcp_no_payload"
                 elif length > mss:
                     reason = "tcp_oversize"
-                elif (_u32(d2, th2 + 4)[0] + p.payload_len - _u32(data, off + 4)[0]) & 0xFFFFFFFF:
+                elif (word32(d2, th2 + 4) + p.payload_len - word32(data, off + 4)) & 0xFFFFFFFF:
                     reason = "tcp_seq_mismatch"
         if p.is_flist:
             # fraglist: the whole flag word must match (PSH/FIN too), at most 64

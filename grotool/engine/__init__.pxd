@@ -1,0 +1,12 @@
+# Cython declarations for the Engine (compiled build only).
+cimport cython
+
+cdef class Engine:
+    cdef dict __dict__
+    cdef public object settings, stats, device, _make, _device_feed, _event_sink
+    cdef public list _events, _out
+    cdef public Py_ssize_t _index
+    cdef public int linktype
+    cdef public dict _others, interface_linktypes
+    @cython.locals(index=Py_ssize_t, out=list, result=list)
+    cpdef list feed(self, ts, data, Py_ssize_t wirelen=*, Py_ssize_t interface=*)

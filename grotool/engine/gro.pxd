@@ -1,0 +1,42 @@
+# Cython declarations for gro.py (compiled build only): the GRO core's state
+# as typed C fields and its methods as C-callable methods.  GroNode keeps an
+# instance dict: decision events (events.py) shadow receive/complete/normal
+# on one instance.  No rule lives here.
+cimport cython
+from grotool.engine.skb cimport Skb
+
+cdef int GRO_HASH_BUCKETS, MAX_GRO_SKBS
+cdef dict PACKET_OFFLOADS
+
+cdef class Bucket:
+    cdef public list held
+    cdef public dict by_key
+    cpdef remove(self, Skb p)
+
+cdef class GroNode:
+    cdef dict __dict__
+    cdef public object settings, stats, host, events, _deliver, jiffies
+    cdef public list buckets, rx_list
+    cdef public dict packet_offloads
+    cdef public Py_ssize_t held_count, rx_count, queue, poll, _batch, max_skb_frags, size_check_from
+    cdef public bint verify_l4, csum_auto, gro_enabled, rx_gro_list
+
+    @cython.locals(bucket=Bucket, entry=tuple, pp=Skb, oldest=Skb)
+    cpdef receive(self, Skb skb)
+    @cython.locals(gro_len=Py_ssize_t)
+    cpdef hold(self, Bucket bucket, Skb skb)
+    @cython.locals(total=Py_ssize_t)
+    cpdef merge_allowed_size(self, Skb p, Skb skb, Py_ssize_t length)
+    @cython.locals(data=bytes, off=Py_ssize_t, length=Py_ssize_t, total=Py_ssize_t)
+    cpdef merge(self, Skb p, Skb skb)
+    @cython.locals(data=bytes, off=Py_ssize_t, length=Py_ssize_t)
+    cpdef merge_list(self, Skb p, Skb skb)
+    @cython.locals(header=bytearray, gso_type=list)
+    cpdef complete(self, Skb p, reason)
+    @cython.locals(parsed=bint)
+    cpdef normal(self, Skb skb, reason)
+    cpdef normal_one(self, delivery)
+    cpdef normal_list(self)
+    @cython.locals(bucket=Bucket, held=list, p=Skb)
+    cpdef flush(self, bint flush_old, reason)
+    cpdef flush_normal(self, bint flush_old, reason)

@@ -1,0 +1,39 @@
+# Cython declarations for napi.py (compiled build only): the device models'
+# per-frame state as typed fields.  Both devices keep an instance dict.
+cimport cython
+from grotool.engine.skb cimport Skb
+from grotool.engine.gro cimport GroNode
+
+cpdef receive_batch(GroNode gro, list skbs, primer)
+cpdef budget_exhausted(GroNode gro, long hz)
+
+cdef class VethDevice:
+    cdef dict __dict__
+    cdef public object settings, stats, primer, _flow_hash
+    cdef public GroNode gro
+    cdef public list pending
+    cdef public Py_ssize_t budget
+    cpdef feed(self, Skb skb)
+
+cdef class _Queue:
+    cdef public Py_ssize_t index
+    cdef public GroNode gro
+    cdef public object ring
+    cdef public bint irq_enabled
+    cdef public object irq_at, timer_at, poll_at
+    cdef public long defer_count
+    cdef public Py_ssize_t work
+    cdef public bint timer_poll
+
+cdef class NicDevice:
+    cdef dict __dict__
+    cdef public object settings, stats, toeplitz, _hash_cached, now, primer, next_at, single_queue
+    cdef public list queues
+    cdef public object rx_usecs_ns
+    cdef public Py_ssize_t rx_frames, irq_frames, budget
+    cdef public long hz
+    cdef public object cost
+    @cython.locals(q=_Queue, tup=bytes, ring=object)
+    cpdef feed(self, Skb skb)
+    @cython.locals(q=_Queue, ring=object, work=Py_ssize_t, gro=GroNode)
+    cpdef _poll(self, _Queue q, now, bint timer)
