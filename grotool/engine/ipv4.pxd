@@ -1,8 +1,10 @@
 # Cython declarations for ipv4.py (compiled build only): see tcp.pxd.
 cimport cython
 from grotool.engine.skb cimport Skb
+from grotool.engine.csum cimport replace16
 
 cdef dict INET_OFFLOADS
+cdef tuple PROTOCOL_BYTES
 cdef int GRO_RECURSION_LIMIT
 
 @cython.locals(data=bytes, off=Py_ssize_t, n=Py_ssize_t, proto=int, entry=tuple, tot_len=int,

@@ -11,6 +11,7 @@ IP_MF = 0x2000
 IP_OFFSET = 0x1FFF
 IP_RESERVED = 0x8000
 _MF_OR_OFFSET = IP_MF | IP_OFFSET
+PROTOCOL_BYTES = tuple(bytes((proto,)) for proto in range(256))   # the protocol byte, without a slice
 
 
 def inet_gro_receive(bucket, skb, gro):
@@ -47,8 +48,8 @@ def inet_gro_receive(bucket, skb, gro):
             skb.flush = "ip_len_mismatch"
         elif frag_off & IP_RESERVED:
             skb.flush = "ip_reserved_flag"
-    # same flow: protocol, saddr, daddr
-    skb.key += data[off + 9:off + 10] + data[off + 12:off + 20]
+    # same flow: saddr, daddr, protocol
+    skb.key += data[off + 12:off + 20] + PROTOCOL_BYTES[proto]
     mark = skb.encap_mark
     if not mark:
         skb.outer_family = 4

@@ -3,6 +3,7 @@
 cimport cython
 from grotool.engine.skb cimport Skb
 from grotool.engine.gro cimport GroNode
+from grotool.engine.rss cimport hash_input
 
 cpdef receive_batch(GroNode gro, list skbs, primer)
 cpdef budget_exhausted(GroNode gro, long hz)
@@ -27,7 +28,8 @@ cdef class _Queue:
 
 cdef class NicDevice:
     cdef dict __dict__
-    cdef public object settings, stats, toeplitz, _hash_cached, now, primer, next_at, single_queue
+    cdef public object settings, stats, toeplitz, now, primer, next_at, single_queue
+    cdef public dict _hash_cache
     cdef public list queues
     cdef public object rx_usecs_ns
     cdef public Py_ssize_t rx_frames, irq_frames, budget
@@ -37,3 +39,6 @@ cdef class NicDevice:
     cpdef feed(self, Skb skb)
     @cython.locals(q=_Queue, ring=object, work=Py_ssize_t, gro=GroNode)
     cpdef _poll(self, _Queue q, now, bint timer)
+    cpdef _run_until(self, limit, bint inclusive)
+    @cython.locals(gro=GroNode, ring=object, rearm=bint)
+    cpdef _complete_done(self, _Queue q, now, Py_ssize_t work, bint timer)

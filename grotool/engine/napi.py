@@ -192,7 +192,7 @@ class NicDevice:
         self.stats = stats
         self.queues = [_Queue(i, GroNode(settings, stats, deliver, queue=i)) for i in range(settings.rx_queues)]
         self.toeplitz = Toeplitz(settings.rss_key)
-        self._hash_cached = self.toeplitz.cached
+        self._hash_cache = self.toeplitz.cache      # input -> hash, as Toeplitz.hash fills it
         self.now = 0
         self.rx_usecs_ns = settings.rx_usecs * 1000
         self.rx_frames = settings.rx_frames
@@ -217,7 +217,7 @@ class NicDevice:
         # Toeplitz.flow_hash, inlined: this runs for every frame
         tup = hash_input(skb.data, skb.l2_len, skb.protocol)
         if tup:
-            h = self._hash_cached(tup)
+            h = self._hash_cache.get(tup)
             if h is None:
                 h = self.toeplitz.hash(tup)
         else:

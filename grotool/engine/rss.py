@@ -23,7 +23,7 @@ class Toeplitz:
         self._key = int.from_bytes(key, "big")
         self._bits = len(key) * 8
         self._cache: Dict[bytes, int] = {}
-        self.cached = self._cache.get       # the hash of an input seen before, or None
+        self.cache = self._cache            # input -> hash of the inputs seen (read-only for callers)
         self._misses = 0
 
     def hash(self, tuple_bytes: bytes) -> int:
