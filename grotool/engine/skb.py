@@ -104,6 +104,7 @@ class Delivery:
     merged_lens: Tuple[int, ...] = ()   # payload bytes of each merged segment
     fraglist: bool = False       # built by skb_gro_receive_list
     interface: int = 0           # capture interface (device) it came from
+    delivered_ns: int | None = None  # nic device: simulated time its batch reached the stack; None: no clock
 
     def shape(self, layout: str = "frags", max_skb_frags: int = 17):
         """The skb layout model's view of this packet (layout.Shape)."""
