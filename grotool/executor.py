@@ -4,10 +4,16 @@ sweep` and `grotool check` do not care which one runs them.
 
     with make_executor(jobs=4) as ex:              # or scheduler="tcp://host:8786"
         results = ex.map(function, items)          # results in the order of items
+        results = ex.map(function, items, progress=lambda done, total: ...)
 
 ``function`` must be a module-level function and ``items`` picklable (they
 cross process boundaries).  Results come back in the order of ``items``
 whatever finished first, so a run gives the same output on any executor.
+
+``progress``, when given, is called in this process as ``progress(done,
+total)`` each time an item completes: (1, n), (2, n) ... (n, n), counted from
+the completed futures (workers never report anything themselves).  It only
+observes: results are the same with or without it.
 
 A worker on another machine reads capture paths as given: the captures must be
 at the same paths there (a shared filesystem), and grotool must be installed
@@ -20,6 +26,9 @@ from typing import Callable, List, Optional, Sequence
 
 from .errors import EnvironmentProblem
 
+# progress(done, total): an item completed (see the module docstring)
+Progress = Optional[Callable[[int, int], None]]
+
 DASK_INSTALL_HINT = "pip install 'grotool[dask]'"
 # how long connecting to a Dask scheduler may take before giving up (exit 4)
 DASK_CONNECT_TIMEOUT_S = 20
@@ -30,8 +39,13 @@ class Executor:
 
     description = "this process"
 
-    def map(self, function: Callable, items: Sequence) -> List:
-        return [function(item) for item in items]
+    def map(self, function: Callable, items: Sequence, progress: Progress = None) -> List:
+        results = []
+        for item in items:
+            results.append(function(item))
+            if progress is not None:
+                progress(len(results), len(items))
+        return results
 
     def close(self) -> None:
         pass
@@ -53,9 +67,16 @@ class ProcessExecutor(Executor):
         self.description = f"{jobs} local processes"
         self._pool = ProcessPoolExecutor(max_workers=jobs)
 
-    def map(self, function: Callable, items: Sequence) -> List:
-        # chunksize 1: items are whole replays, seconds each; balance beats batching
-        return list(self._pool.map(function, items, chunksize=1))
+    def map(self, function: Callable, items: Sequence, progress: Progress = None) -> List:
+        from concurrent.futures import as_completed
+
+        # one future per item (items are whole replays, seconds each: balance beats batching)
+        futures = [self._pool.submit(function, item) for item in items]
+        if progress is not None:
+            for done, _ in enumerate(as_completed(futures), 1):
+                progress(done, len(futures))
+        # in item order; the first failure in item order is raised
+        return [future.result() for future in futures]
 
     def close(self) -> None:
         # cancel_futures: an interrupted run does not wait for queued replays
@@ -77,11 +98,17 @@ class DaskExecutor(Executor):
             raise EnvironmentProblem(f"cannot reach the Dask scheduler at {address}: {exc}") from None
         self.description = f"Dask scheduler {address}"
 
-    def map(self, function: Callable, items: Sequence) -> List:
+    def map(self, function: Callable, items: Sequence, progress: Progress = None) -> List:
         if not items:
             return []
         # pure=False: two equal items are still two runs (no result sharing by hash)
         futures = self._client.map(function, list(items), pure=False)
+        if progress is not None:
+            from distributed import as_completed
+
+            # this client's loop: it is not the default client (set_as_default=False)
+            for done, _ in enumerate(as_completed(futures, loop=self._client.loop), 1):
+                progress(done, len(futures))
         return self._client.gather(futures)
 
     def close(self) -> None:

@@ -7,10 +7,11 @@ The work is one replay per (combination, capture) pair; pairs run on any
 document is the same whoever ran it.  No printing here (grotool.cli does it).
 
 Added latency: a segment's delivery time minus its arrival time (its capture
-timestamp).  The delivery time is the simulated clock of the nic device when
-GRO hands the batch holding the segment to the stack (gro_normal_list: a full
-gro_normal_batch, or the end of a poll).  The veth device has no clock (the
-kernel oracle's polls are paced by the sender): there latency is null.
+timestamp).  The delivery time is ``Delivery.delivered_ns``: the simulated
+clock of the nic device when GRO hands the batch holding the segment to the
+stack (gro_normal_list: a full gro_normal_batch, or the end of a poll).  The
+veth device has no clock (the kernel oracle's polls are paced by the sender):
+there latency is null.
 """
 
 from __future__ import annotations
@@ -20,12 +21,11 @@ import math
 from array import array
 from collections import Counter
 from dataclasses import dataclass, replace
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import __version__
 from .engine import Engine, Settings
 from .engine.config import ipv4_max_size_for
-from .engine.napi import NicDevice
 from .errors import EnvironmentProblem, GrotoolError, InputError
 
 SCHEMA = "grotool.sweep/1"
@@ -70,51 +70,6 @@ def combinations(base: Settings, axes: Sequence[Axis], explicit_ipv4_max_size: O
 # ----------------------------------------------------------------------------
 # one replay, measured (runs in a worker)
 # ----------------------------------------------------------------------------
-class DeliveryClock:
-    """The simulated time at which each delivery reaches the stack.
-
-    Wraps the delivery callback of every GRO instance of the engine's nic
-    devices (interface 0 now, later interfaces as the engine creates them) and
-    notes the device's clock (``NicDevice.now``, the time of the IRQ, timer or
-    poll step being run) against each Delivery.  Observation only: no engine
-    decision changes.  Deliveries that never pass a device (capture_truncated,
-    unknown_link_type) and everything of a veth device get no time."""
-
-    def __init__(self, engine: Engine):
-        self.times: Dict[int, int] = {}
-        self._attach(engine.device)
-        create = engine._new_device
-
-        def new_device(interface, linktype, _create=create):
-            made = _create(interface, linktype)
-            self._attach(made[0])
-            return made
-        engine._new_device = new_device
-
-    def _attach(self, device) -> None:
-        if not isinstance(device, NicDevice):
-            return
-        times = self.times
-        try:
-            for queue in device.queues:
-                gro = queue.gro
-                deliver = gro._deliver
-
-                def stamped(batch, _deliver=deliver, _device=device):
-                    now = _device.now
-                    for d in batch:
-                        times[id(d)] = now
-                    _deliver(batch)
-                gro._deliver = stamped
-        except AttributeError:
-            # an engine build whose GRO instances do not expose their delivery callback
-            raise EnvironmentProblem("this grotool build cannot observe delivery times; "
-                                     "added latency needs the engine's GroNode._deliver") from None
-
-    def pop(self, delivery) -> Optional[int]:
-        return self.times.pop(id(delivery), None)
-
-
 def measure_capture(task: SweepTask) -> dict:
     """Replay one capture with one combination's settings; the counts a sweep
     reports, in plain types (they travel between processes and machines).  A
@@ -140,8 +95,6 @@ def _measure(task: SweepTask) -> dict:
     with CaptureReader(task.path, any_linktype=True, tolerate_truncation=True) as reader:
         linktype = reader.linktype if reader.linktype is not None else 1
         engine = Engine(linktype, settings)
-        clock = DeliveryClock(engine)
-        pop_time = clock.pop
         known: Dict[int, int] = {}
 
         def take(out) -> None:
@@ -150,7 +103,7 @@ def _measure(task: SweepTask) -> dict:
                 segs_hist[d.segs] += 1
                 bytes_hist[len(d.data)] += 1
                 reasons[d.reason] += 1
-                at = pop_time(d)
+                at = d.delivered_ns
                 if at is None:
                     unmeasured += d.segs
                     continue
@@ -246,13 +199,16 @@ def _ratio(frames: int, packets: int) -> float:
 
 
 def run_sweep(paths: Sequence[str], base: Settings, axes: Sequence[Axis], executor,
-              explicit_ipv4_max_size: Optional[int] = None) -> dict:
+              explicit_ipv4_max_size: Optional[int] = None,
+              progress: Optional[Callable[[int, int], None]] = None) -> dict:
     """Replay every capture under every combination on ``executor``; the
-    ``grotool.sweep/1`` document (docs/sweep.md)."""
+    ``grotool.sweep/1`` document (docs/sweep.md).  ``progress(done, total)``
+    is called as replays complete (grotool.executor); it changes nothing in
+    the document."""
     points = combinations(base, axes, explicit_ipv4_max_size)
     tasks = [SweepTask(p, c, path, settings)
              for p, (_, settings) in enumerate(points) for c, path in enumerate(paths)]
-    measures = executor.map(measure_capture, tasks)
+    measures = executor.map(measure_capture, tasks, progress=progress)
     by_task = {(m["point"], m["capture"]): m for m in measures}
     for task in tasks:      # the first error in task order, whichever finished first
         m = by_task[task.point, task.capture]

@@ -244,3 +244,24 @@ def test_truncated_capture_is_swept_with_a_warning(tmp_path, four_segments):
     # three segments merged by the poll 8 (or 32) us after the first arrived
     assert [r["added_latency_ns"]["max"] for r in doc["results"]] == [8000, 32000]
     assert [r["packets_out"] for r in doc["results"]] == [1, 1]
+
+
+def test_delivered_ns_is_the_simulated_time_the_batch_reached_the_stack():
+    from grotool.engine import Engine
+
+    frames = [(T0 + at, tcp_frame(1000, seq=1000 + 1000 * k)) for k, at in enumerate((0, 1000, 2000, 20000))]
+    # nic defaults: the IRQ poll at 8 us delivers frames 0-2, the one at 28 us frame 3
+    engine = Engine(1, Settings())
+    out = [d for ts, frame in frames for d in engine.feed(ts, frame)] + engine.finish()
+    assert [(d.indices, d.delivered_ns) for d in out] == [((0, 1, 2), T0 + 8000), ((3,), T0 + 28000)]
+    # gro_normal_batch 1: each packet is its own batch; the batch of a poll still gets that poll's time
+    engine = Engine(1, Settings(gro_normal_batch=1, gro=False))
+    out = [d for ts, frame in frames for d in engine.feed(ts, frame)] + engine.finish()
+    assert [d.delivered_ns for d in out] == [T0 + 8000] * 3 + [T0 + 28000]
+    # the veth device has no clock; a frame cut by the snaplen never reaches a device
+    engine = Engine(1, Settings(device="veth"))
+    out = [d for ts, frame in frames for d in engine.feed(ts, frame)] + engine.finish()
+    assert [d.delivered_ns for d in out] == [None]
+    engine = Engine(1, Settings())
+    out = engine.feed(T0, frames[0][1][:60], wirelen=len(frames[0][1])) + engine.finish()
+    assert [(d.reason, d.delivered_ns) for d in out] == [("capture_truncated", None)]

@@ -1,4 +1,4 @@
-"""A rich progress bar for long runs (replay, plot, check) on a terminal.
+"""A rich progress bar for long runs (replay, plot, check, sweep) on a terminal.
 
 Shown only when both standard output and standard error are terminals, not
 with -q, and only once a run has lasted about a second: short runs and
@@ -99,3 +99,57 @@ class ProgressBar:
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
+
+
+class RunsBar:
+    """Completed runs out of a total (sweep: captures x settings), fed by an
+    executor's ``progress(done, total)`` callback in this process.  Shown, as
+    ProgressBar, only when enabled and once the run has lasted
+    SHOW_AFTER_SECONDS: a timer draws it then even before the first run
+    completes (one run can take a long time)."""
+
+    def __init__(self, enabled: bool, total: int, description: str = "sweep"):
+        import threading
+
+        self.enabled = enabled and total > 0
+        self.total = total
+        self.description = description
+        self.done = 0
+        self._lock = threading.Lock()
+        self._progress = None
+        self._task = None
+        self._closed = False
+        self._timer = None
+        if self.enabled:
+            self._timer = threading.Timer(SHOW_AFTER_SECONDS, self._show)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def update(self, done: int, total: int) -> None:
+        with self._lock:
+            self.done = done
+            if self._progress is not None:
+                self._progress.update(self._task, completed=done, total=total)
+
+    def _show(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
+            TimeRemainingColumn
+
+        with self._lock:
+            if self._closed or self._progress is not None:
+                return
+            self._progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                      TextColumn("runs"), TimeElapsedColumn(), TimeRemainingColumn(),
+                                      console=Console(stderr=True), transient=True, refresh_per_second=4)
+            self._progress.start()
+            self._task = self._progress.add_task(self.description, total=self.total, completed=self.done)
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        with self._lock:
+            self._closed = True
+            if self._progress is not None:
+                self._progress.stop()
+                self._progress = None

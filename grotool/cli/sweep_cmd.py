@@ -82,7 +82,7 @@ def _usage_error(message: str) -> None:
               help="Write the grotool.sweep/1 document (docs/sweep.md; '-': stdout).")
 @click.option("--plot", "plot_path", metavar="FILE", default=None,
               help="Draw ratio, latency, segments and reasons per setting (needs the 'plot' extra).")
-@click.option("--quiet", "-q", is_flag=True, help="No table.")
+@click.option("--quiet", "-q", is_flag=True, help="No table and no progress bar.")
 @replay_settings_options
 @click.pass_context
 @user_errors
@@ -93,10 +93,12 @@ def sweep(ctx, paths, sets, jobs, scheduler, json_path, plot_path, quiet, **opti
     (arrival to delivery in the simulated NAPI model; nic device only).
 
     Results are the same whether they ran here, in --jobs processes or on a
-    Dask cluster (--scheduler)."""
+    Dask cluster (--scheduler).  On a terminal, a progress bar on standard
+    error counts the completed runs (captures x settings)."""
     from ..executor import make_executor
     from ..sweep import combinations, run_sweep
     from . import _check_outputs, _write_json
+    from .progress import RunsBar, progress_wanted
 
     if jobs > 1 and scheduler:
         _usage_error("--jobs and --scheduler exclusive: the Dask cluster decides how many workers run")
@@ -117,7 +119,7 @@ def sweep(ctx, paths, sets, jobs, scheduler, json_path, plot_path, quiet, **opti
             _usage_error(f"--set {text!r}: {axis.option} is swept twice")
         axes.append(axis)
     try:
-        combinations(base, axes, explicit_ipv4)
+        runs = len(combinations(base, axes, explicit_ipv4)) * len(paths)
     except ValueError as exc:
         _usage_error(f"--set: a combination is not a valid setting: {exc}")
     _check_outputs(**{"--json": json_path, "--plot": plot_path})
@@ -125,8 +127,14 @@ def sweep(ctx, paths, sets, jobs, scheduler, json_path, plot_path, quiet, **opti
         from ..report.plot import require_matplotlib
 
         require_matplotlib()
-    with make_executor(jobs, scheduler) as executor:
-        doc = run_sweep(list(paths), base, axes, executor, explicit_ipv4)
+    # completed runs out of captures x settings, counted here from the executor's futures
+    bar = RunsBar(progress_wanted(quiet), runs)
+    try:
+        with make_executor(jobs, scheduler) as executor:
+            doc = run_sweep(list(paths), base, axes, executor, explicit_ipv4,
+                            progress=bar.update if bar.enabled else None)
+    finally:
+        bar.close()
     if json_path:
         _write_json(doc, json_path)
     if plot_path:

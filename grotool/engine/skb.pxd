@@ -53,3 +53,4 @@ cdef class Delivery:
     cdef public tuple merged_lens
     cdef public bint fraglist
     cdef public Py_ssize_t interface
+    cdef public object delivered_ns

@@ -8,7 +8,7 @@ kernel): holding a packet just gives it the aggregate fields.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 from .layout import shape
 
@@ -116,13 +116,14 @@ class Delivery:
         "merged_lens",   # payload bytes of each merged segment (a tuple)
         "fraglist",      # built by skb_gro_receive_list
         "interface",     # capture interface (device) it came from
+        "delivered_ns",  # nic device: simulated time its batch reached the stack; None: no clock
     )
 
     def __init__(self, ts: int, data: bytes, segs: int, reason: str, indices: Tuple[int, ...],
                  key: bytes = b"", gso_size: int = 0, gso_type: Tuple[str, ...] = (), payload: int = 0,
                  queue: int = 0, poll: int = 0, layer: str = "", l2_len: int = 0, header_len: int = 0,
                  first_len: int = 0, merged_lens: Tuple[int, ...] = (), fraglist: bool = False,
-                 interface: int = 0):
+                 interface: int = 0, delivered_ns: Optional[int] = None):
         self.ts = ts
         self.data = data
         self.segs = segs
@@ -141,6 +142,7 @@ class Delivery:
         self.merged_lens = merged_lens
         self.fraglist = fraglist
         self.interface = interface
+        self.delivered_ns = delivered_ns
 
     def _fields(self) -> tuple:
         return tuple(getattr(self, name) for name in Delivery.__slots__)
