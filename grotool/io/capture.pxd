@@ -18,3 +18,11 @@ cdef class _PcapRecords:
                    sec=cython.longlong, fraction=cython.longlong, caplen=cython.longlong,
                    wirelen=cython.longlong)
     cpdef next_record(self)
+
+cdef class PcapWriter:
+    cdef public object path, _out, _pack
+    cdef public Py_ssize_t packets, _pending_bytes
+    cdef public list _pending
+
+    @cython.locals(n=cython.Py_ssize_t)
+    cpdef write(self, ts_ns, data, wirelen=*)
