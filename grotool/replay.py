@@ -127,6 +127,43 @@ class PacketLog:
         self._out.abort()
 
 
+def _feed_records(records, feed, add, write, interface, verifier, mtu: int, reader) -> tuple:
+    """Feed every input record to the engine and its deliveries to ``add`` (and
+    ``write``): the per-frame loop of replay().  ``interface(ifid)`` gives an
+    interface's (link type, FCS bytes, longest frame within the MTU).  Returns
+    (first timestamp, last timestamp, frames over the MTU, (record number,
+    length) of the first of those)."""
+    first_ts = last_ts = None
+    over_mtu = 0
+    first_over_mtu = None
+    last_ifid = -1
+    lt, fcs, limit = 0, 0, 0
+    for ts, data, wirelen, ifid in records:
+        if ifid != last_ifid:
+            lt, fcs, limit = interface(ifid)
+            last_ifid = ifid
+        if fcs and len(data) >= fcs and wirelen >= len(data):
+            # the kernel never sees the FCS: strip it before GRO
+            data = data[:-fcs]
+            wirelen -= fcs
+        if wirelen > limit and _l3_length(lt, data, wirelen) > mtu:
+            over_mtu += 1
+            if first_over_mtu is None:
+                first_over_mtu = (reader.records_read, wirelen)
+        if first_ts is None:
+            first_ts = ts
+        last_ts = ts
+        if verifier is not None:
+            verifier.add_input(data)
+        out = feed(ts, data, wirelen, ifid)
+        if out:
+            for d in out:
+                add(d)
+                if write is not None:
+                    write(d.ts, d.data)
+    return first_ts, last_ts, over_mtu, first_over_mtu
+
+
 def replay(input_path: str, output_path: Optional[str], settings: Settings,
            packets_path: Optional[str] = None, mtu: int = DEFAULT_MTU, *, output_format: Optional[str] = None,
            observers: Sequence[Callable] = (), progress: Optional[Callable] = None,
@@ -152,9 +189,6 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
         pcapng = None
         writer = None
         log = None
-        first_ts = last_ts = None
-        over_mtu = 0
-        first_over_mtu = None
         try:
             if output_path and fmt == "pcapng":
                 from .io.pcapng_writer import PcapngFile
@@ -201,6 +235,9 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
             known = {}
 
             def interface(ifid: int):
+                entry = known.get(ifid)
+                if entry is not None:
+                    return entry
                 info = reader.interfaces[ifid] if ifid < len(reader.interfaces) else {}
                 lt = info.get("linktype", linktype)
                 fcs = info.get("fcs_len", reader.fcs_len) if info else reader.fcs_len
@@ -215,30 +252,8 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
                 known[ifid] = entry = (lt, fcs, limit)
                 return entry
 
-            for ts, data, wirelen, ifid in reader.records_with_interface():
-                entry = known.get(ifid)
-                if entry is None:
-                    entry = interface(ifid)
-                lt, fcs, limit = entry
-                if fcs and len(data) >= fcs and wirelen >= len(data):
-                    # the kernel never sees the FCS: strip it before GRO
-                    data = data[:-fcs]
-                    wirelen -= fcs
-                if wirelen > limit and _l3_length(lt, data, wirelen) > mtu:
-                    over_mtu += 1
-                    if first_over_mtu is None:
-                        first_over_mtu = (reader.records_read, wirelen)
-                if first_ts is None:
-                    first_ts = ts
-                last_ts = ts
-                if verifier is not None:
-                    verifier.add_input(data)
-                out = feed(ts, data, wirelen, ifid)
-                if out:
-                    for d in out:
-                        add(d)
-                        if write:
-                            write(d.ts, d.data)
+            first_ts, last_ts, over_mtu, first_over_mtu = _feed_records(
+                reader.records_with_interface(), feed, add, write, interface, verifier, mtu, reader)
             for d in engine.finish():
                 add(d)
                 if write:

@@ -28,6 +28,10 @@ PCAPNG_SHB = 0x0A0D0D0A
 PCAPNG_BYTE_ORDER_MAGIC = 0x1A2B3C4D
 
 CHUNK = 1 << 20
+# pcap records are read this much at a time: below the C allocator's mmap
+# threshold (128 KiB), so each chunk reuses freed heap memory instead of
+# touching fresh pages (a page fault per 4 KiB)
+RECORD_CHUNK = 64 << 10
 Record = Tuple[int, bytes, int]
 # What one record may claim: beyond this it is corrupt, whatever the header's
 # snaplen says (a BIG TCP super-packet is at most 512 KiB).
@@ -94,6 +98,108 @@ class _PeekStream:
         return True
 
 
+class _PcapRecords:
+    """The records of a pcap file after its file header, as an iterator of
+    ``(ts_ns, data, wirelen, 0)``.  The file is read a chunk at a time into an
+    immutable buffer; a record's header is unpacked where it lies and its data
+    is one slice of the buffer (the one copy a record costs).  A record cut
+    short by the end of the file is handed to the reader's ``_truncated``."""
+
+    def __init__(self, reader: "CaptureReader", first: bytes, offset: int):
+        self.reader = reader
+        self.stream = reader._stream
+        self.name = reader.name
+        self.unpack_header = struct.Struct(reader._endian + "IIII").unpack_from
+        self.fraction_ns = 1 if reader.nanosecond else 1000
+        self.max_caplen = reader._record_limit(reader.snaplen)
+        self.file_size = reader.file_size if reader.file_size is not None else -1   # -1: not known
+        self.buf = first
+        self.pos = 0                 # the next record's header in buf
+        self.end = len(first)
+        self.offset = offset         # file offset of buf[0]
+        self.eof = False
+        self.done = False            # the end was reached (or an error raised): no more records
+        self.index = 0               # records returned
+
+    def __iter__(self) -> "_PcapRecords":
+        return self
+
+    def __next__(self) -> Tuple[int, bytes, int, int]:
+        record = self.next_record()
+        if record is None:
+            raise StopIteration
+        return record
+
+    def refill(self, need: int) -> None:
+        """Keep the unread tail and read whole chunks behind it until ``need``
+        bytes are buffered or the input ends: memory follows the bytes really
+        present, never what a record claims."""
+        parts = [self.buf[self.pos:self.end]]
+        have = self.end - self.pos
+        self.offset += self.pos
+        while have < need and not self.eof:
+            try:
+                chunk = self.stream.read(RECORD_CHUNK)
+            except READ_ERRORS as exc:
+                raise InputError(f"{self.name}: read error near byte offset {self.offset + have}: {exc}") from None
+            if not chunk:
+                self.eof = True
+            else:
+                parts.append(chunk)
+                have += len(chunk)
+        self.buf = parts[0] if len(parts) == 1 else b"".join(parts)
+        self.pos = 0
+        self.end = have
+
+    def cut_short(self, at: int, detail: str) -> None:
+        """The record at file offset ``at`` is cut short by the end of the file."""
+        self.done = True
+        self.reader._truncated(self.index + 1, at, detail)
+
+    def next_record(self) -> Optional[Tuple[int, bytes, int, int]]:
+        """The next record; None at the end of the file or after a record cut short."""
+        if self.done:
+            return None
+        if self.end - self.pos < 16 and not self.eof:
+            self.refill(16)
+        pos = self.pos
+        if self.end - pos < 16:
+            if self.end - pos:
+                self.cut_short(self.offset + pos, f"record header: {self.end - pos} of 16 bytes")
+            self.done = True
+            return None
+        sec, fraction, caplen, wirelen = self.unpack_header(self.buf, pos)
+        if caplen > self.max_caplen:
+            self.done = True
+            raise InputError(
+                f"{self.name}: record {self.index + 1} at byte offset {self.offset + pos} is corrupt "
+                f"(caplen {caplen}, more than the {self.max_caplen} bytes a record of this file may hold)"
+            )
+        if fraction >= 1_000_000_000:
+            self.done = True
+            raise InputError(
+                f"{self.name}: record {self.index + 1} at byte offset {self.offset + pos} is corrupt "
+                f"(timestamp fraction {fraction} is not below one second)"
+            )
+        stop = pos + 16 + caplen
+        if stop > self.end:
+            at = self.offset + pos
+            if self.file_size >= 0 and at + 16 + caplen > self.file_size:
+                # known before reading: the file ends inside this record
+                self.cut_short(at, f"caplen {caplen}, the file ends after {max(self.file_size - at - 16, 0)} bytes")
+                return None
+            if not self.eof:
+                self.refill(16 + caplen)
+                pos = 0
+                stop = 16 + caplen
+            if stop > self.end:
+                self.cut_short(self.offset + pos, f"caplen {caplen}, the file ends after {self.end - pos - 16} bytes")
+                return None
+        self.index += 1
+        self.pos = stop
+        return (sec * 1_000_000_000 + fraction * self.fraction_ns, self.buf[pos + 16:stop], wirelen, 0)
+
+
 class CaptureReader:
     """Reads pcap or pcapng, optionally gzip-compressed, from a path or ``-``.
 
@@ -132,7 +238,8 @@ class CaptureReader:
         self._pos = 0          # read position inside _buf
         self._base = 0         # file offset of _buf[0]
         self._eof = False
-        self.records_read = 0
+        self._records_read = 0                    # pcapng; a pcap file's reader counts its own
+        self._pcap: Optional[_PcapRecords] = None
         self.linktype: Optional[int] = None
         self.snaplen = 0
         self.format = ""
@@ -149,7 +256,10 @@ class CaptureReader:
         elif m_le in (PCAP_MAGIC_US, PCAP_MAGIC_NS) or m_be in (PCAP_MAGIC_US, PCAP_MAGIC_NS):
             self.format = "pcap"
             self._read_pcap_header()
-            self._iter = self._pcap_records()
+            self._pcap = _PcapRecords(self, self._buf[self._pos:], self._base + self._pos)
+            self._buf = b""
+            self._pos = 0
+            self._iter = self._pcap
             self._first = None
         else:
             raise InputError(
@@ -228,95 +338,6 @@ class CaptureReader:
         self.linktype = network & LINKTYPE_MASK
         self._fcs_len = ((network >> 28) & 0xF) * 2 if network & FCS_PRESENT_BIT else 0
         self._pos += 24
-
-    def _pcap_records(self) -> Iterator[Tuple[int, bytes, int, int]]:
-        """Records from a reusable buffer filled with readinto: no per-chunk
-        allocation, one copy per record."""
-        unpack = struct.Struct(self._endian + "IIII").unpack_from
-        mult = 1 if self.nanosecond else 1000
-        name = self.name
-        max_caplen = self._record_limit(self.snaplen)
-        file_size = self.file_size
-        index = 0
-        stream = self._stream
-        offset = self._base + self._pos          # file offset of buf[0]
-        size = CHUNK
-        buf = bytearray(size)
-        first = self._buf[self._pos:]
-        buf[:len(first)] = first
-        end = len(first)
-        self._buf = b""
-        self._pos = 0
-        mv = memoryview(buf)
-        pos = 0
-        eof = False
-
-        def refill(need: int) -> None:
-            """Move the unread tail to the front and fill the buffer from the
-            stream, growing it (by doubling, as data arrives) while a record
-            larger than the buffer is not complete: memory follows the bytes
-            really present, not what a record claims."""
-            nonlocal buf, mv, pos, end, eof, size, offset
-            rest = end - pos
-            offset += pos
-            mv[:rest] = mv[pos:end]
-            pos, end = 0, rest
-            while not eof:
-                if end == size:
-                    if end >= need:
-                        break
-                    size = min(size * 2, need)
-                    old = bytes(mv[:end])
-                    mv.release()
-                    buf = bytearray(size)
-                    mv = memoryview(buf)
-                    mv[:end] = old
-                try:
-                    n = stream.readinto(mv[end:])
-                except READ_ERRORS as exc:
-                    raise InputError(f"{name}: read error near byte offset {offset + end}: {exc}") from None
-                if not n:
-                    eof = True
-                else:
-                    end += n
-
-        while True:
-            if end - pos < 16 and not eof:
-                refill(16)
-            if end - pos < 16:
-                if end - pos:
-                    self._truncated(index + 1, offset + pos, f"record header: {end - pos} of 16 bytes")
-                return
-            sec, frac, caplen, wirelen = unpack(mv, pos)
-            if caplen > max_caplen:
-                raise InputError(
-                    f"{name}: record {index + 1} at byte offset {offset + pos} is corrupt "
-                    f"(caplen {caplen}, more than the {max_caplen} bytes a record of this file may hold)"
-                )
-            if frac >= 1_000_000_000:
-                raise InputError(
-                    f"{name}: record {index + 1} at byte offset {offset + pos} is corrupt "
-                    f"(timestamp fraction {frac} is not below one second)"
-                )
-            stop = pos + 16 + caplen
-            if stop > end:
-                at = offset + pos
-                if file_size is not None and at + 16 + caplen > file_size:
-                    # known before reading: the file ends inside this record
-                    self._truncated(index + 1, at, f"caplen {caplen}, the file ends after "
-                                                   f"{max(file_size - at - 16, 0)} bytes")
-                    return
-                if not eof:
-                    refill(16 + caplen)
-                    stop = 16 + caplen
-            if stop > end:
-                self._truncated(index + 1, offset + pos,
-                                f"caplen {caplen}, the file ends after {end - pos - 16} bytes")
-                return
-            index += 1
-            self.records_read = index
-            yield (sec * 1_000_000_000 + frac * mult, bytes(mv[pos + 16:stop]), wirelen, 0)
-            pos = stop
 
     # -- pcapng ----------------------------------------------------------------
     def _prime_pcapng(self):
@@ -447,7 +468,7 @@ class CaptureReader:
                 else:
                     ts = ts_units * 1_000_000_000 // units
                 index += 1
-                self.records_read = index
+                self._records_read = index
                 yield (ts + toff, body[data_at:data_at + caplen], wirelen, self._section_base + ifid)
             elif btype == 2:  # obsolete Packet Block
                 if len(body) < 20:
@@ -460,7 +481,7 @@ class CaptureReader:
                     )
                 _, units, toff = interfaces[ifid]
                 index += 1
-                self.records_read = index
+                self._records_read = index
                 yield (((hi << 32) | lo) * 1_000_000_000 // units + toff, body[20:20 + caplen], wirelen,
                        self._section_base + ifid)
             # other blocks (name resolution, statistics, custom, DSB) are skipped
@@ -483,6 +504,11 @@ class CaptureReader:
             first, self._first = self._first, None
             yield first
         yield from self._iter
+
+    @property
+    def records_read(self) -> int:
+        """Records returned so far."""
+        return self._pcap.index if self._pcap is not None else self._records_read
 
     @property
     def fcs_len(self) -> int:

@@ -186,6 +186,9 @@ class SafeOutput:
             while pieces:
                 batch = pieces[:_IOV_PIECES]
                 written = os.writev(fd, batch)
+                if written == sum(map(len, batch)):
+                    del pieces[:len(batch)]            # the usual case: all of it went out
+                    continue
                 # a short write: drop what went out, retry the rest
                 done = 0
                 while done < len(batch) and written >= len(batch[done]):

@@ -31,7 +31,7 @@ def make_namer(linktype: int, vxlan_ports=(), geneve_ports=()):
 
 
 class FlowStats:
-    __slots__ = ("flow", "packets_in", "packets_out", "super_packets", "max_segs", "reasons", "bytes_out",
+    __slots__ = ("flow", "packets_in", "packets_out", "super_packets", "max_segs", "reason_counts", "bytes_out",
                  "interface", "layers", "layout")
 
     def __init__(self, flow: FlowTuple, interface: int = 0):
@@ -41,10 +41,14 @@ class FlowStats:
         self.packets_out = 0
         self.super_packets = 0
         self.max_segs = 0
-        self.reasons: Counter = Counter()
+        self.reason_counts: Dict[str, int] = {}   # flush reason -> packets, in first-seen order
         self.bytes_out = 0
         self.layers: Counter = Counter()        # (reason, "outer"/"inner") of encapsulated packets
         self.layout: Optional["LayoutTotals"] = None   # with --layout: this flow's super-packets' shapes
+
+    @property
+    def reasons(self) -> Counter:
+        return Counter(self.reason_counts)
 
     def to_json(self) -> dict:
         doc = {
@@ -121,7 +125,7 @@ class StatsCollector:
         self.interfaces: List[dict] = interfaces if interfaces is not None else []
         self._namers: Dict[int, object] = {0: self.namer}
         self.flows: Dict[tuple, FlowStats] = {}       # (interface, flow) -> its statistics
-        self.reasons: Counter = Counter()
+        self.reason_counts: Dict[str, int] = {}   # flush reason -> packets, in first-seen order
         self.packets_in = 0
         self.packets_out = 0
         self.super_packets = 0
@@ -155,6 +159,10 @@ class StatsCollector:
         return f"if{interface}"
 
     @property
+    def reasons(self) -> Counter:
+        return Counter(self.reason_counts)
+
+    @property
     def interfaces_seen(self) -> int:
         return len({fs.interface for fs in self.flows.values()})
 
@@ -176,10 +184,12 @@ class StatsCollector:
         fs.packets_in += segs
         fs.packets_out += 1
         fs.bytes_out += len(delivery.data)
-        fs.reasons[reason] += 1
-        if delivery.layer:
-            fs.layers[reason, delivery.layer] += 1
-            self.layers[reason, delivery.layer] += 1
+        reasons = fs.reason_counts
+        reasons[reason] = reasons.get(reason, 0) + 1
+        layer = delivery.layer
+        if layer:
+            fs.layers[reason, layer] += 1
+            self.layers[reason, layer] += 1
         if segs > fs.max_segs:
             fs.max_segs = segs
         self.packets_in += segs
@@ -196,7 +206,8 @@ class StatsCollector:
                 fs.layout.add(delivery, shape)
         if segs > self.max_segs:
             self.max_segs = segs
-        self.reasons[reason] += 1
+        reasons = self.reason_counts
+        reasons[reason] = reasons.get(reason, 0) + 1
 
     def sorted_flows(self) -> List[FlowStats]:
         return sorted(self.flows.values(), key=lambda f: (-f.packets_in, f.flow[0], f.flow[1], f.flow[2],

@@ -1,0 +1,28 @@
+# Cython declarations for capture.py (used only by the compiled build): the pcap
+# record iterator keeps its buffer position and the record header's fields as C
+# integers, so walking a record costs no Python integer arithmetic.
+import cython
+
+cdef class _PcapRecords:
+    cdef object reader, stream, name, unpack_header
+    cdef bytes buf
+    cdef long long fraction_ns
+    cdef Py_ssize_t max_caplen, file_size, pos, end, offset
+    cdef bint eof, done
+    cdef public Py_ssize_t index
+
+    @cython.locals(have=cython.Py_ssize_t)
+    cpdef refill(self, Py_ssize_t need)
+    cpdef cut_short(self, Py_ssize_t at, str detail)
+    @cython.locals(pos=cython.Py_ssize_t, stop=cython.Py_ssize_t, at=cython.Py_ssize_t,
+                   sec=cython.longlong, fraction=cython.longlong, caplen=cython.longlong,
+                   wirelen=cython.longlong)
+    cpdef next_record(self)
+
+cdef class PcapWriter:
+    cdef public object path, _out, _pack
+    cdef public Py_ssize_t packets, _pending_bytes
+    cdef public list _pending
+
+    @cython.locals(n=cython.Py_ssize_t)
+    cpdef write(self, ts_ns, data, wirelen=*)

@@ -1,0 +1,19 @@
+# Cython declarations for stats.py (used only by the compiled build): the
+# counters a delivery updates are C integers and the per-flow record a C
+# struct, so adding a delivery costs no attribute dictionary look-ups.
+import cython
+
+cdef class FlowStats:
+    cdef public object flow, interface, layers, layout
+    cdef public dict reason_counts
+    cdef public Py_ssize_t packets_in, packets_out, super_packets, max_segs, bytes_out
+
+cdef class StatsCollector:
+    cdef dict __dict__
+    cdef public object linktype, namer, interfaces, layout, layers
+    cdef public dict flows, reason_counts, _by_key, _namers
+    cdef public tuple _ports
+    cdef public Py_ssize_t packets_in, packets_out, super_packets, max_segs
+
+    @cython.locals(fs=FlowStats, segs=cython.Py_ssize_t, reasons=dict)
+    cpdef add(self, delivery)
