@@ -545,6 +545,17 @@ def check_job(job: Tuple[Target, bool, Optional[Settings], bool]) -> CaptureResu
     return check_target(target, update=update, settings=settings, from_kernel=from_kernel)
 
 
+def check_all(targets: Sequence[Target], executor, *, update: bool = False, settings: Optional[Settings] = None,
+              from_kernel: bool = False, progress: Optional[Callable[[int, int], None]] = None
+              ) -> List[CaptureResult]:
+    """check_target for every target on an executor (grotool.executor: this
+    process, local processes or a Dask cluster), results in the order of
+    ``targets``.  ``progress(done, total)`` is called here as each capture
+    completes; it only observes."""
+    jobs = [(t, update, settings, from_kernel) for t in targets]
+    return executor.map(check_job, jobs, progress=progress)
+
+
 def _check(target: Target, result: CaptureResult, update: bool, settings: Optional[Settings],
            from_kernel: bool, progress: Optional[Callable]) -> None:
     if target.problem:

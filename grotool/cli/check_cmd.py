@@ -13,7 +13,7 @@ from rich.text import Text
 from ..errors import EXIT_BAD_INPUT, EXIT_DIFFERENT, EXIT_OK
 from . import user_errors
 from .options import explicit_settings, replay_settings_options, settings_from_options
-from .progress import ProgressBar, input_size, progress_wanted, reader_position
+from .progress import ProgressBar, RunsBar, input_size, progress_wanted, reader_position
 
 _STYLE = {"pass": "green", "unchanged": "green", "written": "cyan", "updated": "cyan",
           "fail": "bold red", "kept": "bold red", "error": "bold magenta", "no golden": "bold magenta"}
@@ -32,9 +32,9 @@ _STYLE = {"pass": "green", "unchanged": "green", "written": "cyan", "updated": "
 @click.option("--max-differences", type=click.IntRange(1, 1 << 20), default=10, show_default=True,
               help="Differences explained per capture.")
 @replay_settings_options
-@click.option("--quiet", "-q", is_flag=True, help="Only the summary line and the exit code.")
+@click.option("--quiet", "-q", is_flag=True, help="Only the summary line and the exit code (no progress bar).")
 @click.option("--jobs", "-j", type=click.IntRange(1, 1024), default=1, show_default=True,
-              help="Check captures in this many local processes (no progress bar).")
+              help="Check captures in this many local processes.")
 @click.option("--scheduler", metavar="ADDRESS", default=None,
               help="Check captures on a Dask distributed cluster (needs the 'dask' extra; workers read the "
                    "captures and goldens at the same paths).")
@@ -45,7 +45,11 @@ def check(ctx, paths, update, from_kernel, junit_path, max_differences, quiet, j
     compare with the golden (x.pcap + x.gro).
 
     Exit 0 when all pass, 1 when any differs, 3 when a capture or golden is
-    unreadable or missing."""
+    unreadable or missing.
+
+    On a terminal, a progress bar on standard error shows the frames replayed
+    (one process) or the captures completed (--jobs, --scheduler); never with
+    -q.  Results, goldens and the JUnit report are the same either way."""
     from ..check import check_target, describe_difference, find_targets
 
     given = explicit_settings(ctx)
@@ -65,12 +69,17 @@ def check(ctx, paths, update, from_kernel, junit_path, max_differences, quiet, j
     if jobs > 1 and scheduler:
         raise click.UsageError("--jobs and --scheduler are exclusive")
     if jobs > 1 or scheduler:
-        from ..check import check_job
+        from ..check import check_all
         from ..executor import make_executor
 
         with make_executor(jobs, scheduler) as executor:
-            results = executor.map(check_job, [(t, update, settings if given else None, from_kernel)
-                                               for t in targets])
+            # completed captures out of all, counted here from the executor's futures
+            bar = RunsBar(progress_wanted(quiet), len(targets), "check", unit="captures")
+            try:
+                results = check_all(targets, executor, update=update, settings=settings if given else None,
+                                    from_kernel=from_kernel, progress=bar.update if bar.enabled else None)
+            finally:
+                bar.close()
         _finish(console, results, update, junit_path, max_differences, quiet, describe_difference)
         return
     sizes = [input_size(t.capture) if t.capture else 0 for t in targets]

@@ -102,18 +102,20 @@ class ProgressBar:
 
 
 class RunsBar:
-    """Completed runs out of a total (sweep: captures x settings), fed by an
+    """Completed runs out of a total (sweep: captures x settings; check
+    --jobs/--scheduler: captures, with ``unit="captures"``), fed by an
     executor's ``progress(done, total)`` callback in this process.  Shown, as
     ProgressBar, only when enabled and once the run has lasted
     SHOW_AFTER_SECONDS: a timer draws it then even before the first run
     completes (one run can take a long time)."""
 
-    def __init__(self, enabled: bool, total: int, description: str = "sweep"):
+    def __init__(self, enabled: bool, total: int, description: str = "sweep", unit: str = "runs"):
         import threading
 
         self.enabled = enabled and total > 0
         self.total = total
         self.description = description
+        self.unit = unit
         self.done = 0
         self._lock = threading.Lock()
         self._progress = None
@@ -140,7 +142,7 @@ class RunsBar:
             if self._closed or self._progress is not None:
                 return
             self._progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                      TextColumn("runs"), TimeElapsedColumn(), TimeRemainingColumn(),
+                                      TextColumn(self.unit), TimeElapsedColumn(), TimeRemainingColumn(),
                                       console=Console(stderr=True), transient=True, refresh_per_second=4)
             self._progress.start()
             self._task = self._progress.add_task(self.description, total=self.total, completed=self.done)
