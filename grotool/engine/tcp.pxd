@@ -10,7 +10,7 @@ cdef long TCP_FLAG_SYN, TCP_FLAG_FIN, TCP_DOFF, TCP_RESERVED, TCP_WINDOW
 cdef long _NOT_COMPARED, _COMPARED, _FIN_PSH, _FINAL_FLAGS
 
 cpdef long word32(bytes data, Py_ssize_t at)
-@cython.locals(end=Py_ssize_t)
+@cython.locals(k=Py_ssize_t)
 cpdef bint same_bytes(bytes a, Py_ssize_t i, bytes b, Py_ssize_t j, Py_ssize_t n)
 @cython.locals(data=bytes, field=long, seed=long, off=Py_ssize_t)
 cpdef bint validate_l4(GroNode gro, Skb skb, pseudo_sum, Py_ssize_t field_at)

@@ -34,14 +34,10 @@ def word32(data, at):
 
 
 def same_bytes(a, i, b, j, n):
-    """a[i:i + n] == b[j:j + n], both in range, compared four bytes at a time
-    (n is a multiple of four: TCP options)."""
-    end = i + n
-    while i < end:
-        if word32(a, i) != word32(b, j):
+    """a[i:i + n] == b[j:j + n], both in range, without slicing either."""
+    for k in range(n):
+        if a[i + k] != b[j + k]:
             return False
-        i += 4
-        j += 4
     return True
 
 
@@ -221,7 +217,7 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
             reason = "tcp_cwr"                # 6.18: an incoming CWR always flushes
         elif diff:
             reason = _flag_diff_reason(flags, diff)
-        elif word32(data, off + 8) != word32(d2, th2 + 8):
+        elif not same_bytes(data, off + 8, d2, th2 + 8, 4):
             reason = "tcp_ack_changed"
         elif thlen > 20 and not same_bytes(data, off + 20, d2, th2 + 20, thlen - 20):
             reason = _options_reason(data[off + 20:off + thlen], d2[th2 + 20:th2 + thlen])
