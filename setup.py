@@ -16,11 +16,14 @@ from setuptools import setup
 from setuptools.command.build_ext import build_ext
 
 # The modules compiled: the whole engine, plus the capture reader, the replay
-# loop and the statistics that run once per packet beside it.
+# loop, the statistics and the flow naming that run per packet beside it.
 COMPILED_MODULES = sorted(glob.glob("grotool/engine/*.py")) + [
     "grotool/io/capture.py",
     "grotool/replay.py",
     "grotool/report/stats.py",
+    # naming each new flow (and each packet GRO never parsed, which has no flow key to cache by)
+    "grotool/dissect.py",
+    "grotool/report/flows.py",
 ]
 
 # Directives that keep Python semantics exactly: annotations are documentation
