@@ -338,3 +338,17 @@ def test_gso_splits_every_super_packet_back_into_its_input(tmp_path, build, host
             w.write(i * 1000, f)
     result = replay(path, None, Settings(device="veth", **host), verify=True)
     assert result.verify.ok, result.verify.message
+
+
+def test_udp_without_gro_path_delivers_its_flow_identity():
+    # nothing is compared, but the socket lookup read the port pair: each datagram
+    # goes up alone carrying its 5-tuple identity, so statistics name a flow once
+    frames = udp_flow(2) + [S.udp_frame(sport=1000, dport=5001, payload=1000, ip_id=9)]
+    deliveries = list(simulate(((i * 1000, f, -1) for i, f in enumerate(frames)), 1, Settings(device="veth")))
+    assert [d.reason for d in deliveries] == ["udp_no_gro_path"] * 3
+    assert [d.segs for d in deliveries] == [1, 1, 1]
+    first, second, other_port = deliveries
+    assert first.key and first.key == second.key and other_port.key != first.key
+    assert first.key.endswith(struct.pack("!HH", 1000, 5000))
+    assert other_port.key.endswith(struct.pack("!HH", 1000, 5001))
+    assert [d.payload for d in deliveries] == [1000, 1000, 1000]

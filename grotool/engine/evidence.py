@@ -267,7 +267,7 @@ def _udp_zero(p, skb, gro, layer):
 
 
 def _udp_no_path(p, skb, gro, layer):
-    return f"no GRO path for udp port {_u16(skb.data, skb.off + 2)}"
+    return f"no GRO path for udp port {_u16(skb.data, skb.l4_off + 2)}"
 
 
 def _udp_csum(p, skb, gro, layer):

@@ -69,12 +69,19 @@ def udp_gro_receive(bucket, skb, gro, sk, check, unverified):
             if not enter_layer(skb):
                 return None
             return udp_gro_receive_segment(bucket, skb, gro, check)
+        off = skb.off
+        data = skb.data
         if skb.flush is None:
             ports = gro.stats.udp_no_gro_path
-            dport = (skb.data[skb.off + 2] << 8) | skb.data[skb.off + 3]
+            dport = (data[off + 2] << 8) | data[off + 3]
             if dport in ports or len(ports) < 4096:
                 ports[dport] = ports.get(dport, 0) + 1
             skb.flush = "udp_no_gro_path"
+        # nothing is compared, but the socket lookup read the port pair: with it
+        # the delivery carries a full flow identity (statistics name the flow once)
+        skb.key += data[off:off + 4]
+        skb.l4_off = off
+        skb.off = off + 8
         return None
     if skb.encap_mark:
         skb.flush = skb.flush or "tunnel_nested"
