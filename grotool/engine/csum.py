@@ -134,9 +134,14 @@ def complement(pseudo_sum_plus_data: int) -> int:
     return (~value) & 0xFFFF if value else 0xFFFF
 
 
-def ip_header_ok(header) -> bool:
-    """ip_fast_csum over the 20-byte header is zero."""
-    return _from_bytes(header, "big") % 0xFFFF == 0
+def ip_header_ok(data, off: int) -> bool:
+    """ip_fast_csum over the 20-byte IPv4 header at ``off`` is zero: the
+    ones'-complement sum of its ten words is 0 modulo 0xFFFF (summed in place,
+    word by word, without slicing the header out)."""
+    total = 0
+    for i in range(off, off + 20, 2):
+        total += (data[i] << 8) | data[i + 1]
+    return total % 0xFFFF == 0
 
 
 def replace16(check: int, old: int, new: int) -> int:

@@ -1,7 +1,7 @@
 # Cython declarations for ipv4.py (compiled build only): see tcp.pxd.
 cimport cython
 from grotool.engine.skb cimport Skb
-from grotool.engine.csum cimport replace16
+from grotool.engine.csum cimport ip_header_ok, replace16
 
 cdef dict INET_OFFLOADS
 cdef tuple PROTOCOL_BYTES
@@ -10,8 +10,6 @@ cdef int GRO_RECURSION_LIMIT
 @cython.locals(data=bytes, off=Py_ssize_t, n=Py_ssize_t, proto=int, entry=tuple, tot_len=int,
                frag_off=int, mark=int, depth=int)
 cpdef inet_gro_receive(bucket, Skb skb, gro)
-@cython.locals(total=long, i=Py_ssize_t)
-cpdef bint header_checksum_ok(bytes data, Py_ssize_t off)
 @cython.locals(d1=bytes, d2=bytes, ipid_offset=long, count=long, bit=int)
 cpdef inet_gro_flush(Skb p, Skb skb, Py_ssize_t offset, int inner)
 @cython.locals(total=Py_ssize_t, new_len=long, old_len=long, check=long)

@@ -3,7 +3,7 @@ L3 checks done at L4, inet_gro_flush (include/net/gro.h)."""
 
 from __future__ import annotations
 
-from .csum import replace16
+from .csum import ip_header_ok, replace16
 from .offloads import GRO_RECURSION_LIMIT, INET_OFFLOADS
 
 IP_DF = 0x4000
@@ -36,7 +36,7 @@ def inet_gro_receive(bucket, skb, gro):
     if frag_off & _MF_OR_OFFSET:
         skb.flush = skb.flush or "ip_fragment"
         return None
-    if not header_checksum_ok(data, off):
+    if not ip_header_ok(data, off):
         # ip_fast_csum is checked in software whatever ip_summed says
         gro.stats.ip_csum_bad += 1
         skb.flush = skb.flush or "ip_bad_hdr_csum"
@@ -62,15 +62,6 @@ def inet_gro_receive(bucket, skb, gro):
         skb.flush = skb.flush or "recursion_limit"
         return None
     return entry[0](bucket, skb, gro)
-
-
-def header_checksum_ok(data, off):
-    """ip_fast_csum over the 20-byte header at off is zero: the ones'-complement
-    sum of its ten words is 0 modulo 0xFFFF."""
-    total = 0
-    for i in range(off, off + 20, 2):
-        total += (data[i] << 8) | data[i + 1]
-    return total % 0xFFFF == 0
 
 
 def inet_gro_flush(p, skb, offset, inner):
