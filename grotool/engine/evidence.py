@@ -14,6 +14,7 @@ from struct import error as StructError, unpack_from
 from typing import Callable, Dict, Optional
 
 from .config import GRO_HASH_BUCKETS, MAX_GRO_SKBS
+from .tcp import option_offsets
 
 TCP_FLAG_NAMES = ((0x01, "FIN"), (0x02, "SYN"), (0x04, "RST"), (0x08, "PSH"), (0x10, "ACK"),
                   (0x20, "URG"), (0x40, "ECE"), (0x80, "CWR"))
@@ -166,19 +167,9 @@ def _tcp_options_bytes(data, th):
 
 
 def _timestamps(opts) -> Optional[tuple]:
-    i = 0
-    while i < len(opts):
-        kind = opts[i]
-        if kind == 0:
-            break
-        if kind == 1:
-            i += 1
-            continue
-        if i + 1 >= len(opts) or opts[i + 1] < 2:
-            break
-        if kind == 8 and opts[i + 1] == 10 and i + 10 <= len(opts):
+    for i, kind, olen in option_offsets(opts):
+        if kind == 8 and olen == 10 and i + 10 <= len(opts):
             return _u32(opts, i + 2), _u32(opts, i + 6)
-        i += opts[i + 1]
     return None
 
 

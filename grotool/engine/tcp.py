@@ -153,26 +153,33 @@ def _flag_diff_reason(flags: int, diff: int) -> str:
     return "tcp_window_changed"
 
 
-def _options_reason(opts: bytes, opts2: bytes) -> str:
-    """tcp_ts_changed when the option layout is identical and only the
-    timestamp option's value differs, else tcp_options_changed."""
+def option_offsets(opts: bytes):
+    """(offset, kind, length) of each TCP option in ``opts`` up to the end-of-list
+    option or the first malformed one; no-operation padding is skipped."""
     i = 0
     n = len(opts)
     while i < n:
         kind = opts[i]
         if kind == 0:
-            break
+            return
         if kind == 1:
             i += 1
             continue
         if i + 1 >= n:
-            break
+            return
         olen = opts[i + 1]
         if olen < 2:
-            break
+            return
+        yield i, kind, olen
+        i += olen
+
+
+def _options_reason(opts: bytes, opts2: bytes) -> str:
+    """tcp_ts_changed when the option layout is identical and only the
+    timestamp option's value differs, else tcp_options_changed."""
+    for i, kind, olen in option_offsets(opts):
         if kind == 8 and olen == 10 and opts[:i + 2] == opts2[:i + 2] and opts[i + 10:] == opts2[i + 10:]:
             return "tcp_ts_changed"
-        i += olen
     return "tcp_options_changed"
 
 
