@@ -67,7 +67,7 @@ class GroNode:
         # below every limit merge_allowed_size checks, it cannot refuse
         self.size_check_from = min(65536, settings.gro_max_size, settings.gro_ipv4_max_size)
         # the packet_offload list this kernel has: without CONFIG_VLAN_8021Q no VLAN GRO
-        self.packet_offloads = dict(offloads.PACKET_OFFLOADS)
+        self.packet_offloads = dict(PACKET_OFFLOADS)
         if not settings.vlan_gro:
             for ethertype in offloads.VLAN_ETHERTYPES:
                 self.packet_offloads.pop(ethertype, None)

@@ -22,12 +22,11 @@ class Toeplitz:
         self._key_bytes = bytes(key)
         self._key = int.from_bytes(key, "big")
         self._bits = len(key) * 8
-        self._cache: Dict[bytes, int] = {}
-        self.cache = self._cache            # input -> hash of the inputs seen (read-only for callers)
+        self.cache: Dict[bytes, int] = {}   # input -> hash of the inputs seen (read-only for callers)
         self._misses = 0
 
     def hash(self, tuple_bytes: bytes) -> int:
-        cached = self._cache.get(tuple_bytes)
+        cached = self.cache.get(tuple_bytes)
         if cached is not None:
             return cached
         nbits = len(tuple_bytes) * 8
@@ -46,9 +45,9 @@ class Toeplitz:
             for i in range(nbits):
                 if value >> (nbits - 1 - i) & 1:
                     result ^= (key >> (shift - i)) & 0xFFFFFFFF
-        if len(self._cache) > 1_000_000:
-            self._cache.clear()           # bounded memory on captures with many flows
-        self._cache[tuple_bytes] = result
+        if len(self.cache) > 1_000_000:
+            self.cache.clear()           # bounded memory on captures with many flows
+        self.cache[tuple_bytes] = result
         return result
 
     def flow_hash(self, data: bytes, off: int, protocol: int) -> int:
@@ -56,7 +55,7 @@ class Toeplitz:
         tup = hash_input(data, off, protocol)
         if not tup:
             return 0
-        h = self._cache.get(tup)
+        h = self.cache.get(tup)
         return self.hash(tup) if h is None else h
 
     def _tables(self, nbytes: int) -> list:

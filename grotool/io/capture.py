@@ -81,19 +81,6 @@ class _PeekStream:
             return out
         return self.raw.read(n)
 
-    def readinto(self, target) -> int:
-        if self.head:
-            n = min(len(self.head), len(target))
-            target[:n] = self.head[:n]
-            self.head = self.head[n:]
-            return n
-        reader = getattr(self.raw, "readinto", None)
-        if reader is not None:
-            return reader(target) or 0
-        data = self.raw.read(len(target))
-        target[:len(data)] = data
-        return len(data)
-
     def readable(self) -> bool:
         return True
 
