@@ -123,9 +123,12 @@ class RunsBar:
         self._closed = False
         self._timer = None
         if self.enabled:
-            self._timer = threading.Timer(SHOW_AFTER_SECONDS, self._show)
-            self._timer.daemon = True
-            self._timer.start()
+            if SHOW_AFTER_SECONDS <= 0:
+                self._show()             # at once: no timer to race a run that ends quickly
+            else:
+                self._timer = threading.Timer(SHOW_AFTER_SECONDS, self._show)
+                self._timer.daemon = True
+                self._timer.start()
 
     def update(self, done: int, total: int) -> None:
         with self._lock:
