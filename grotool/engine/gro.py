@@ -148,7 +148,8 @@ class GroNode:
             refusal = self.merge_allowed_size(p, skb, length)
             if refusal is not None:
                 return refusal
-        p.chunks.append(memoryview(data)[off:])
+        raw = data     # the same bytes read in place (a C pointer in the compiled build)
+        p.chunks.append(raw[off:off + length])
         p.indices.append(skb.index)
         p.count += skb.count
         p.length += length
@@ -169,7 +170,8 @@ class GroNode:
             return "flist_max_size"
         off = skb.off
         length = len(data) - off
-        p.chunks.append(memoryview(data)[off:])
+        raw = data
+        p.chunks.append(raw[off:off + length])
         p.indices.append(skb.index)
         p.count += 1
         p.length += length
@@ -186,12 +188,14 @@ class GroNode:
             self.normal_one(Delivery(p.ts, p.data, 1, reason, (p.index,), p.key,
                                      0, (), p.payload_len, self.queue, self.poll, layer))
             return
-        header = bytearray(p.data[:p.off])
+        first = p.data
+        raw = first    # the same bytes read in place (a C pointer in the compiled build)
+        header = bytearray(raw[:p.off])
         gso_type: List[str] = []
         # gro_complete: the packet_offload gro_complete for skb->protocol, nhoff at the L3 start
         PACKET_OFFLOADS[p.protocol][1](self, p, header, gso_type, p.l2_len)
         chunks = p.chunks
-        data = b"".join([header, memoryview(p.data)[p.off:], *chunks])
+        data = b"".join([header, raw[p.off:len(first)], *chunks])
         self.normal_one(Delivery(p.ts, data, p.count, reason, tuple(p.indices), p.key,
                                  p.gso_size, tuple(gso_type), p.payload_len, self.queue, self.poll, layer,
                                  p.l2_len, p.off, len(p.data), tuple([len(chunk) for chunk in chunks]),

@@ -7,7 +7,7 @@ cdef dict INET_OFFLOADS
 cdef tuple PROTOCOL_BYTES
 cdef int GRO_RECURSION_LIMIT
 
-@cython.locals(data=bytes, off=Py_ssize_t, n=Py_ssize_t, proto=int, entry=tuple, tot_len=int,
+@cython.locals(data=bytes, raw=cython.p_uchar, off=Py_ssize_t, n=Py_ssize_t, proto=int, entry=tuple, tot_len=int,
                frag_off=int, mark=int, depth=int)
 cpdef inet_gro_receive(bucket, Skb skb, gro)
 @cython.locals(d1=bytes, d2=bytes, ipid_offset=long, count=long, bit=int)

@@ -21,18 +21,19 @@ def inet_gro_receive(bucket, skb, gro):
     if n < off + 20:
         skb.flush = skb.flush or "ip_hdr_unreadable"
         return None
-    proto = data[off + 9]
+    raw = data     # the same bytes read in place (a C pointer in the compiled build): 20 are present
+    proto = raw[off + 9]
     entry = INET_OFFLOADS.get(proto)
     if entry is None:
         # inet_gro_receive: no gro_receive for this protocol (ICMP, SCTP, ...)
         skb.flush = skb.flush or "ip_no_l4_handler"
         return None
-    if data[off] != 0x45:
+    if raw[off] != 0x45:
         # inet_gro_receive: options (or not version 4) are never aggregated
         skb.flush = skb.flush or "ip_options_or_version"
         return None
-    tot_len = (data[off + 2] << 8) | data[off + 3]
-    frag_off = (data[off + 6] << 8) | data[off + 7]
+    tot_len = (raw[off + 2] << 8) | raw[off + 3]
+    frag_off = (raw[off + 6] << 8) | raw[off + 7]
     if frag_off & _MF_OR_OFFSET:
         skb.flush = skb.flush or "ip_fragment"
         return None
@@ -49,7 +50,7 @@ def inet_gro_receive(bucket, skb, gro):
         elif frag_off & IP_RESERVED:
             skb.flush = "ip_reserved_flag"
     # same flow: saddr, daddr, protocol
-    skb.key += data[off + 12:off + 20] + PROTOCOL_BYTES[proto]
+    skb.key += raw[off + 12:off + 20] + PROTOCOL_BYTES[proto]
     mark = skb.encap_mark
     if not mark:
         skb.outer_family = 4

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from struct import pack, unpack_from
 
-from . import offloads
+from .offloads import INET6_OFFLOADS, enter_layer
 
 # Extension headers registered with INET6_PROTO_GSO_EXTHDR: Hop-by-Hop (v6.9+),
 # Routing, Destination Options.  Fragment (44), AH (51), none (59) have no handler.
@@ -22,10 +22,11 @@ def ipv6_gro_receive(bucket, skb, gro):
     if not skb.encap_mark:
         skb.outer_family = 6
     skb.network_offsets[skb.encap_mark] = off
-    pending = ((data[off + 4] << 8) | data[off + 5]) != len(data) - off - 40
-    nexthdr = data[off + 6]
+    raw = data     # the same bytes read in place (a C pointer in the compiled build): 40 are present
+    pending = ((raw[off + 4] << 8) | raw[off + 5]) != len(data) - off - 40
+    nexthdr = raw[off + 6]
     pos = off + 40
-    entry = offloads.INET6_OFFLOADS.get(nexthdr)
+    entry = INET6_OFFLOADS.get(nexthdr)
     if entry is None:
         # ipv6_gro_pull_exthdrs: follow HBH / Routing / DstOpts headers
         while nexthdr in EXTHDRS:
@@ -38,7 +39,7 @@ def ipv6_gro_receive(bucket, skb, gro):
                 return None
             nexthdr = data[pos]
             pos += hlen
-        entry = offloads.INET6_OFFLOADS.get(nexthdr)
+        entry = INET6_OFFLOADS.get(nexthdr)
         if entry is None:
             skb.flush = skb.flush or "ipv6_no_l4_handler"
             return None
@@ -46,11 +47,11 @@ def ipv6_gro_receive(bucket, skb, gro):
     # same flow: version + flow label (traffic class excluded), addresses,
     # next header, and the bytes of any extension headers
     first = unpack_from("!I", data, off)[0] & 0xF00FFFFF
-    skb.key += pack("!I", first) + data[off + 6:off + 7] + data[off + 8:off + 40] + data[off + 40:pos]
+    skb.key += pack("!I", first) + raw[off + 6:off + 7] + raw[off + 8:off + 40] + raw[off + 40:pos]
     if pending and skb.flush is None:
         skb.flush = "ipv6_payload_len_mismatch"
     skb.off = pos
-    if not offloads.enter_layer(skb):        # indirect_call_gro_receive_l4
+    if not enter_layer(skb):        # indirect_call_gro_receive_l4
         return None
     return entry[0](bucket, skb, gro)
 
@@ -91,4 +92,4 @@ def ipv6_gro_complete(gro, p, header, gso_type, nhoff):
     else:
         header[nhoff + 4] = payload >> 8
         header[nhoff + 5] = payload & 0xFF
-    offloads.INET6_OFFLOADS[l4][1](gro, p, header, gso_type, thoff)
+    INET6_OFFLOADS[l4][1](gro, p, header, gso_type, thoff)

@@ -19,7 +19,7 @@ cdef class VethDevice:
 cdef class _Queue:
     cdef public Py_ssize_t index
     cdef public GroNode gro
-    cdef public object ring
+    cdef public list ring
     cdef public bint irq_enabled
     cdef public object irq_at, timer_at, poll_at
     cdef public long defer_count
@@ -35,10 +35,10 @@ cdef class NicDevice:
     cdef public Py_ssize_t rx_frames, irq_frames, budget
     cdef public long hz
     cdef public object cost
-    @cython.locals(q=_Queue, tup=bytes, ring=object)
+    @cython.locals(q=_Queue, tup=bytes, ring=list)
     cpdef feed(self, Skb skb)
-    @cython.locals(q=_Queue, ring=object, work=Py_ssize_t, gro=GroNode)
+    @cython.locals(q=_Queue, ring=list, batch=list, work=Py_ssize_t, gro=GroNode)
     cpdef _poll(self, _Queue q, now, bint timer)
     cpdef _run_until(self, limit, bint inclusive)
-    @cython.locals(gro=GroNode, ring=object, rearm=bint)
+    @cython.locals(gro=GroNode, ring=list, rearm=bint)
     cpdef _complete_done(self, _Queue q, now, Py_ssize_t work, bint timer)

@@ -23,8 +23,7 @@ Two device models:
 
 from __future__ import annotations
 
-from collections import deque
-from typing import Callable, Deque, List, Optional
+from typing import Callable, List, Optional
 
 from . import csum
 from .config import Settings
@@ -176,7 +175,7 @@ class _Queue:
     def __init__(self, index: int, gro: GroNode):
         self.index = index
         self.gro = gro
-        self.ring: Deque[Skb] = deque()
+        self.ring: List[Skb] = []            # frames the NIC has written, oldest first
         self.irq_enabled = True
         self.irq_at: Optional[int] = None
         self.timer_at: Optional[int] = None
@@ -314,7 +313,7 @@ class NicDevice:
         gro = q.gro
         gro.jiffies = now * self.hz // NS_PER_S
         if q.ring:
-            gro.receive(q.ring.popleft())
+            gro.receive(q.ring.pop(0))
             q.work += 1
             q.poll_at = now + self.cost
             if q.work == self.budget:
@@ -334,8 +333,9 @@ class NicDevice:
             ring = q.ring
             work = min(self.budget, len(ring))
             if work:
-                popleft = ring.popleft
-                receive_batch(gro, [popleft() for _ in range(work)], self.primer)
+                batch = ring[:work]
+                del ring[:work]
+                receive_batch(gro, batch, self.primer)
             if work == self.budget:
                 budget_exhausted(gro, self.hz)
                 timer = False

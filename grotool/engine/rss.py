@@ -79,27 +79,28 @@ class Toeplitz:
 def hash_input(data: bytes, off: int, protocol: int) -> bytes:
     """The bytes a NIC feeds to Toeplitz for this frame (empty: no hash)."""
     n = len(data)
+    raw = data     # the same bytes read in place (a C pointer in the compiled build): every read is checked against n
     while protocol in (0x8100, 0x88A8) and n >= off + 4:
-        protocol = (data[off + 2] << 8) | data[off + 3]
+        protocol = (raw[off + 2] << 8) | raw[off + 3]
         off += 4
     if protocol == 0x0800 and n >= off + 20:
-        ihl = (data[off] & 0x0F) * 4
-        proto = data[off + 9]
-        if (proto == 6 or proto == 17) and not ((data[off + 6] << 8) | data[off + 7]) & 0x3FFF \
+        ihl = (raw[off] & 0x0F) * 4
+        proto = raw[off + 9]
+        if (proto == 6 or proto == 17) and not ((raw[off + 6] << 8) | raw[off + 7]) & 0x3FFF \
                 and n >= off + ihl + 4:
             if ihl == 20:
-                return data[off + 12:off + 24]       # addresses and ports are adjacent
-            return data[off + 12:off + 20] + data[off + ihl:off + ihl + 4]
-        return data[off + 12:off + 20]
+                return raw[off + 12:off + 24]        # addresses and ports are adjacent
+            return raw[off + 12:off + 20] + raw[off + ihl:off + ihl + 4]
+        return raw[off + 12:off + 20]
     if protocol == 0x86DD and n >= off + 40:
-        addrs = data[off + 8:off + 40]
-        nexthdr = data[off + 6]
+        addrs = raw[off + 8:off + 40]
+        nexthdr = raw[off + 6]
         pos = off + 40
         while nexthdr in (0, 43, 60) and n >= pos + 8:
-            nexthdr, pos = data[pos], pos + (data[pos + 1] + 1) * 8
+            nexthdr, pos = raw[pos], pos + (raw[pos + 1] + 1) * 8
         if nexthdr in (6, 17) and n >= pos + 4:
             if pos == off + 40:
-                return data[off + 8:off + 44]        # addresses and ports are adjacent
-            return addrs + data[pos:pos + 4]
+                return raw[off + 8:off + 44]         # addresses and ports are adjacent
+            return addrs + raw[pos:pos + 4]
         return addrs
     return b""

@@ -4,6 +4,9 @@
 cimport cython
 from grotool.engine.skb cimport Skb
 from grotool.engine.gro cimport Bucket, GroNode
+from grotool.engine.ipv4 cimport inet_gro_flush
+from grotool.engine.ipv6 cimport ipv6_gro_flush
+from grotool.engine.network cimport network_flush
 
 cdef long TCP_FLAG_CWR, TCP_FLAG_ECE, TCP_FLAG_URG, TCP_FLAG_ACK, TCP_FLAG_PSH, TCP_FLAG_RST
 cdef long TCP_FLAG_SYN, TCP_FLAG_FIN, TCP_DOFF, TCP_RESERVED, TCP_WINDOW
@@ -22,7 +25,7 @@ cpdef tcp6_gro_receive(Bucket bucket, Skb skb, GroNode gro)
 cpdef _never_merged_reason(long flags)
 cpdef _flag_diff_reason(long flags, long diff)
 cpdef _final_reason(long flags, Py_ssize_t length)
-@cython.locals(data=bytes, d2=bytes, off=Py_ssize_t, end=Py_ssize_t, length=Py_ssize_t, mss=Py_ssize_t,
+@cython.locals(data=bytes, raw=cython.p_uchar, d2=bytes, off=Py_ssize_t, end=Py_ssize_t, length=Py_ssize_t, mss=Py_ssize_t,
                th2=Py_ssize_t, flags=long, flags2=long, diff=long, outer=Py_ssize_t, key=bytes, p=Skb,
                final=bint)
 cpdef tcp_gro_receive(Bucket bucket, Skb skb, GroNode gro, Py_ssize_t thlen)

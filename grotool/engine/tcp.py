@@ -196,10 +196,11 @@ def _final_reason(flags: int, length: int) -> str:
 
 def tcp_gro_receive(bucket, skb, gro, thlen):
     data = skb.data
+    raw = data     # the same bytes read in place (a C pointer in the compiled build): the header is present
     off = skb.off
     flags = word32(data, off + 12)
     # tcp_gro_lookup: the port pair completes the flow identity
-    key = skb.key + data[off:off + 4]
+    key = skb.key + raw[off:off + 4]
     skb.key = key
     skb.l4_off = off
     skb.off = end = off + thlen
