@@ -5,7 +5,7 @@ cimport cython
 
 @cython.locals(total=long)
 cpdef long replace16(long check, long old, long new)
-cpdef fold(value)
-cpdef seed(pseudo_sum)
+cpdef long long fold(long long value)
+cpdef long long seed(long long pseudo_sum)
 @cython.locals(total=long, i=Py_ssize_t)
 cpdef bint ip_header_ok(bytes data, Py_ssize_t off)

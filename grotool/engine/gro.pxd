@@ -3,7 +3,7 @@
 # instance dict: decision events (events.py) shadow receive/complete/normal
 # on one instance.  No rule lives here.
 cimport cython
-from grotool.engine.skb cimport Delivery, Skb
+from grotool.engine.skb cimport Delivery, Skb, Stats
 
 cdef int GRO_HASH_BUCKETS, MAX_GRO_SKBS
 cdef dict PACKET_OFFLOADS
@@ -15,11 +15,12 @@ cdef class Bucket:
 
 cdef class GroNode:
     cdef dict __dict__
-    cdef public object settings, stats, host, events, _deliver, jiffies
+    cdef public object settings, host, events, _deliver, jiffies
+    cdef public Stats stats
     cdef public list buckets, rx_list
     cdef public dict packet_offloads
     cdef public Py_ssize_t held_count, rx_count, queue, poll, _batch, max_skb_frags, size_check_from
-    cdef public bint verify_l4, csum_auto, gro_enabled, rx_gro_list
+    cdef public bint verify_l4, csum_auto, gro_enabled, rx_gro_list, l4_csum_full
 
     @cython.locals(bucket=Bucket, entry=tuple, pp=Skb, oldest=Skb)
     cpdef receive(self, Skb skb)

@@ -64,6 +64,7 @@ class GroNode:
         self.max_skb_frags = settings.max_skb_frags
         self.host = HostSockets(settings)
         self.rx_gro_list = settings.rx_gro_list
+        self.l4_csum_full = settings.l4_csum == "full"
         # below every limit merge_allowed_size checks, it cannot refuse
         self.size_check_from = min(65536, settings.gro_max_size, settings.gro_ipv4_max_size)
         # the packet_offload list this kernel has: without CONFIG_VLAN_8021Q no VLAN GRO

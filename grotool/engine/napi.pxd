@@ -1,7 +1,7 @@
 # Cython declarations for napi.py (compiled build only): the device models'
 # per-frame state as typed fields.  Both devices keep an instance dict.
 cimport cython
-from grotool.engine.skb cimport Skb
+from grotool.engine.skb cimport Skb, Stats
 from grotool.engine.gro cimport GroNode
 from grotool.engine.rss cimport hash_input
 
@@ -10,7 +10,8 @@ cpdef budget_exhausted(GroNode gro, long hz)
 
 cdef class VethDevice:
     cdef dict __dict__
-    cdef public object settings, stats, primer, _flow_hash
+    cdef public object settings, primer, _flow_hash
+    cdef public Stats stats
     cdef public GroNode gro
     cdef public list pending
     cdef public Py_ssize_t budget
@@ -28,7 +29,10 @@ cdef class _Queue:
 
 cdef class NicDevice:
     cdef dict __dict__
-    cdef public object settings, stats, toeplitz, now, primer, next_at, single_queue
+    cdef public object settings, toeplitz, now, primer, next_at, single_queue
+    cdef public Stats stats
+    cdef public object gro_flush_timeout
+    cdef public long long napi_defer_hard_irqs
     cdef public dict _hash_cache
     cdef public list queues
     cdef public object rx_usecs_ns

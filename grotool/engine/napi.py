@@ -209,6 +209,8 @@ class NicDevice:
         self.budget = settings.budget
         self.hz = settings.hz
         self.cost = settings.poll_ns_per_frame
+        self.gro_flush_timeout = settings.gro_flush_timeout
+        self.napi_defer_hard_irqs = settings.napi_defer_hard_irqs
         self.primer = make_primer(settings, stats)
         self.next_at: Optional[int] = None     # earliest pending IRQ or timer, any queue
 
@@ -346,17 +348,16 @@ class NicDevice:
     def _complete_done(self, q: _Queue, now: int, work: int, timer: bool) -> None:
         """napi_complete_done(n, work)"""
         gro = q.gro
-        settings = self.settings
         ring = q.ring
         timeout = 0
         if work:
             if gro.held_count:
-                timeout = settings.gro_flush_timeout
-            q.defer_count = settings.napi_defer_hard_irqs
+                timeout = self.gro_flush_timeout
+            q.defer_count = self.napi_defer_hard_irqs
         rearm = True
         if q.defer_count > 0:
             q.defer_count -= 1
-            timeout = settings.gro_flush_timeout
+            timeout = self.gro_flush_timeout
             if timeout:
                 rearm = False            # keep the IRQ masked, the timer polls
         if timeout:

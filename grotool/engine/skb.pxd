@@ -54,3 +54,8 @@ cdef class Delivery:
     cdef public bint fraglist
     cdef public Py_ssize_t interface
     cdef public object delivered_ns
+
+cdef class Stats:
+    cdef public long long frames, csum_offloaded, csum_verified, csum_bad, ip_csum_bad
+    cdef public long long polls, irqs, timer_polls, normal_batches, tcp_fraglist_assumed
+    cdef public dict udp_no_gro_path

@@ -7,7 +7,6 @@ kernel): holding a packet just gives it the aggregate fields.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Dict, Optional, Tuple
 
 from .layout import shape
@@ -163,19 +162,48 @@ class Delivery:
                      self.merged_lens, self.fraglist, self.header_len)
 
 
-@dataclass
 class Stats:
     """Counters the engine keeps while it runs."""
 
-    frames: int = 0
-    csum_offloaded: int = 0      # L4 checksum field held exactly the pseudo-header seed
-    csum_verified: int = 0
-    csum_bad: int = 0
-    ip_csum_bad: int = 0
-    polls: int = 0               # NAPI polls, repolls included
-    irqs: int = 0                # nic: interrupts that scheduled a poll
-    timer_polls: int = 0         # nic: polls scheduled by the gro_flush_timeout timer
-    normal_batches: int = 0      # gro_normal_list hand-overs to the stack
-    # host-state hints: traffic a host option would have changed
-    udp_no_gro_path: Dict[int, int] = field(default_factory=dict)   # destination port -> datagrams
-    tcp_fraglist_assumed: int = 0  # TCP segments taken as forwarded (rx-gro-list, no --local-tcp for them)
+    __slots__ = (
+        "frames",
+        "csum_offloaded",       # L4 checksum field held exactly the pseudo-header seed
+        "csum_verified",
+        "csum_bad",
+        "ip_csum_bad",
+        "polls",                # NAPI polls, repolls included
+        "irqs",                 # nic: interrupts that scheduled a poll
+        "timer_polls",          # nic: polls scheduled by the gro_flush_timeout timer
+        "normal_batches",       # gro_normal_list hand-overs to the stack
+        # host-state hints: traffic a host option would have changed
+        "udp_no_gro_path",      # destination port -> datagrams
+        "tcp_fraglist_assumed",  # TCP segments taken as forwarded (rx-gro-list, no --local-tcp for them)
+    )
+
+    def __init__(self, frames: int = 0, csum_offloaded: int = 0, csum_verified: int = 0, csum_bad: int = 0,
+                 ip_csum_bad: int = 0, polls: int = 0, irqs: int = 0, timer_polls: int = 0,
+                 normal_batches: int = 0, udp_no_gro_path: Optional[Dict[int, int]] = None,
+                 tcp_fraglist_assumed: int = 0):
+        self.frames = frames
+        self.csum_offloaded = csum_offloaded
+        self.csum_verified = csum_verified
+        self.csum_bad = csum_bad
+        self.ip_csum_bad = ip_csum_bad
+        self.polls = polls
+        self.irqs = irqs
+        self.timer_polls = timer_polls
+        self.normal_batches = normal_batches
+        self.udp_no_gro_path = {} if udp_no_gro_path is None else udp_no_gro_path
+        self.tcp_fraglist_assumed = tcp_fraglist_assumed
+
+    def _fields(self) -> tuple:
+        return tuple(getattr(self, name) for name in Stats.__slots__)
+
+    def __eq__(self, other):
+        if type(other) is not Stats:
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in Stats.__slots__)
+        return f"Stats({fields})"

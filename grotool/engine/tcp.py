@@ -86,18 +86,26 @@ def checksum_verified(skb) -> None:
 
 # The pseudo-header sums are only ever reduced (modulo 0xFFFF, or folded, which
 # for a positive sum below 2**32 depends only on the residue), so any congruent
-# positive value serves: saddr and daddr are adjacent in the header, and one
-# integer of both is congruent to csum.pseudo4/pseudo6's sum of the two; a
-# 32-bit length is congruent to the sum of its 16-bit halves.  The completions
-# use them too, to seed or fill the rebuilt TCP/UDP checksums.
+# positive value serves: the addresses' 16-bit words are summed and reduced, and
+# a 32-bit length is congruent to the sum of its 16-bit halves.  The completions
+# use them too, to seed or fill the rebuilt TCP/UDP checksums.  ``data`` is the
+# frame (bytes) or a rebuilt header (bytearray) holding the network header at nh.
 def pseudo4(data, nh, length, proto=6):
     """inet_gro_compute_pseudo"""
-    return _from_bytes(data[nh + 12:nh + 20], "big") % 0xFFFF + proto + length
+    raw = data     # read in place (a C pointer in the compiled build): the header was parsed
+    total = 0
+    for at in range(nh + 12, nh + 20, 2):
+        total += (raw[at] << 8) | raw[at + 1]
+    return total % 0xFFFF + proto + length
 
 
 def pseudo6(data, nh, length, proto=6):
     """ip6_gro_compute_pseudo"""
-    return _from_bytes(data[nh + 8:nh + 40], "big") % 0xFFFF + proto + length
+    raw = data
+    total = 0
+    for at in range(nh + 8, nh + 40, 2):
+        total += (raw[at] << 8) | raw[at + 1]
+    return total % 0xFFFF + proto + length
 
 
 def _receive(bucket, skb, gro, pseudo):
@@ -324,7 +332,7 @@ def _finish(gro, p, header, gso_type, thoff, pseudo_sum, family_type):
         # as they were (the chained segments keep their own headers)
         gso_type.append("fraglist")
         gso_type.append(family_type)
-        if gro.settings.l4_csum == "full":
+        if gro.l4_csum_full:
             check = full_l4_checksum(p, header, thoff, 16, pseudo_sum)
             header[thoff + 16] = check >> 8
             header[thoff + 17] = check & 0xFF
@@ -337,7 +345,7 @@ def _finish(gro, p, header, gso_type, thoff, pseudo_sum, family_type):
             gso_type.append("tcp_fixedid_inner")
     flag_byte = header[thoff + 13] | ((p.flag_or >> 16) & 0xFF)
     header[thoff + 13] = flag_byte
-    if gro.settings.l4_csum == "full":
+    if gro.l4_csum_full:
         check = full_l4_checksum(p, header, thoff, 16, pseudo_sum)
     else:
         check = csum.seed(pseudo_sum)     # what CHECKSUM_PARTIAL expects

@@ -161,7 +161,7 @@ def _complete(gro, p, header, gso_type, nhoff, pseudo):
     check = (header[nhoff + 6] << 8) | header[nhoff + 7]
     # the IP header this UDP header belongs to (network_offsets[skb->encapsulation])
     pseudo_sum = pseudo(header, p.network_offsets[p.encapsulation], total, 17)
-    full = check and gro.settings.l4_csum == "full"
+    full = check and gro.l4_csum_full
     if p.is_flist and not p.encap_mark:
         # fraglist: UDP length of the whole, the first datagram's checksum left alone
         gso_type.append("fraglist")
