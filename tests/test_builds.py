@@ -158,3 +158,28 @@ def test_skb_declarations_are_exactly_the_fields_init_sets():
     set_by_init, slots = (line.split() for line in proc.stdout.splitlines())
     assert set(declared) == set(slots)
     assert set(slots) == set(set_by_init), set(slots) - set(set_by_init)
+
+
+# Header words read in place (C integers in the compiled build) must keep their
+# full unsigned values: a top byte of 0x80 or more shifted by 24 overflows a C int.
+# These run in both builds (CI runs the suite with GROTOOL_PURE=1 too).
+def test_header_words_keep_their_unsigned_values():
+    from grotool.engine import csum, tcp
+
+    assert tcp.word32(b"\xff\xfe\xfd\xfc", 0) == 0xFFFEFDFC
+    assert tcp.word32(b"\x00\x80\x00\x00\x00\x01", 1) == 0x80000000
+    assert tcp.same_bytes(b"xab", 1, b"ab", 0, 2) and not tcp.same_bytes(b"ab", 0, b"ac", 0, 2)
+    header = bytes.fromhex("4500003c1c4640004006" "0000" "c0a80001" "c0a800c7")
+    # the sum of the address words, reduced, plus protocol and length
+    words = 0xC0A8 + 0x0001 + 0xC0A8 + 0x00C7
+    assert tcp.pseudo4(header, 0, 40) == words % 0xFFFF + 6 + 40
+    assert tcp.pseudo4(bytearray(header), 0, 1460, 17) == words % 0xFFFF + 17 + 1460
+    v6 = bytes(8) + bytes(range(0xF0, 0x100)) + bytes(range(0xE0, 0xF0))
+    words6 = sum((v6[i] << 8) | v6[i + 1] for i in range(8, 40, 2))
+    assert tcp.pseudo6(v6, 0, 100000) == words6 % 0xFFFF + 6 + 100000
+    assert csum.seed(0x1FFFE) == 0xFFFF and csum.fold(0xFFFF0001) == 0x1
+    checked = bytearray(header)
+    total = sum((checked[i] << 8) | checked[i + 1] for i in range(0, 20, 2))
+    check = (~(total % 0xFFFF)) & 0xFFFF
+    checked[10:12] = check.to_bytes(2, "big")
+    assert csum.ip_header_ok(bytes(checked), 0) and not csum.ip_header_ok(header, 0)

@@ -7,5 +7,5 @@ cimport cython
 cpdef long replace16(long check, long old, long new)
 cpdef long long fold(long long value)
 cpdef long long seed(long long pseudo_sum)
-@cython.locals(total=long, i=Py_ssize_t)
+@cython.locals(raw=cython.p_uchar, total=long, i=Py_ssize_t)
 cpdef bint ip_header_ok(bytes data, Py_ssize_t off)

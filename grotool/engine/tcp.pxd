@@ -12,9 +12,12 @@ cdef long TCP_FLAG_CWR, TCP_FLAG_ECE, TCP_FLAG_URG, TCP_FLAG_ACK, TCP_FLAG_PSH, 
 cdef long TCP_FLAG_SYN, TCP_FLAG_FIN, TCP_DOFF, TCP_RESERVED, TCP_WINDOW
 cdef long _NOT_COMPARED, _COMPARED, _FIN_PSH, _FINAL_FLAGS
 
+@cython.locals(raw=cython.p_uchar, top=long)
 cpdef long word32(bytes data, Py_ssize_t at)
-@cython.locals(k=Py_ssize_t)
+@cython.locals(k=Py_ssize_t, raw_a=cython.p_uchar, raw_b=cython.p_uchar)
 cpdef bint same_bytes(bytes a, Py_ssize_t i, bytes b, Py_ssize_t j, Py_ssize_t n)
+@cython.locals(i=Py_ssize_t, kind=int, olen=int)
+cpdef _options_reason(bytes opts, bytes opts2)
 @cython.locals(data=bytes, field=long, seed=long, off=Py_ssize_t)
 cpdef bint validate_l4(GroNode gro, Skb skb, pseudo_sum, Py_ssize_t field_at)
 cpdef checksum_verified(Skb skb)

@@ -28,15 +28,21 @@ _FINAL_FLAGS = TCP_FLAG_URG | TCP_FLAG_PSH | TCP_FLAG_RST | TCP_FLAG_SYN | TCP_F
 _from_bytes = int.from_bytes
 
 
+# The callers of word32 and same_bytes have checked that the bytes are present:
+# they are read in place (C pointers in the compiled build).
 def word32(data, at):
     """The big-endian 32-bit word at ``at``."""
-    return (data[at] << 24) | (data[at + 1] << 16) | (data[at + 2] << 8) | data[at + 3]
+    raw = data
+    top = raw[at]          # a C long in the compiled build: shifted by 24 it must not overflow an int
+    return (top << 24) | (raw[at + 1] << 16) | (raw[at + 2] << 8) | raw[at + 3]
 
 
 def same_bytes(a, i, b, j, n):
     """a[i:i + n] == b[j:j + n], both in range, without slicing either."""
+    raw_a = a
+    raw_b = b
     for k in range(n):
-        if a[i + k] != b[j + k]:
+        if raw_a[i + k] != raw_b[j + k]:
             return False
     return True
 
