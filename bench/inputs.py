@@ -107,8 +107,10 @@ def mix(packets: int, flows: int = 10_000, seed: int = 2) -> Iterator[Record]:
     while produced < packets:
         f = table[rng.randrange(flows)]
         if f.kind == "bulk":
-            burst = [(0x10, 1448) for _ in range(rng.randrange(2, 17))]
-            burst[-1] = (0x18, 1448)
+            # full segments: 1488-byte IP packets (within a 1500 MTU) in both families
+            mss = 1448 if f.family == 4 else 1428
+            burst = [(0x10, mss) for _ in range(rng.randrange(2, 17))]
+            burst[-1] = (0x18, mss)
         elif f.kind == "rr":
             burst = [(0x18, rng.randrange(60, 600))]
         elif f.kind == "ack":

@@ -35,6 +35,8 @@ def test_mix_has_udp_pure_acks_short_segments_and_ipv6(tmp_path):
     pure_acks = sum(1 for _, f, _ in records if f[12:14] == b"\x08\x00" and f[23] == 6 and len(f) == 54)
     short = sum(1 for _, f, _ in records if f[12:14] == b"\x08\x00" and f[23] == 6 and 54 < len(f) < 700)
     assert v6 and udp and pure_acks and short
+    # every frame fits a 1500-byte MTU (replay would warn about each one that does not)
+    assert max(len(f) for _, f, _ in records) == 14 + 1488
 
 
 def test_quick_benchmark_runs_every_measurement(tmp_path):
