@@ -79,3 +79,24 @@ def test_kernel_then_compare_with_simulation(tmp_path):
     assert run("replay", "-q", "--device", "veth", str(src), str(s), "--packets", str(sj)).returncode == 0
     r = run("compare", "--order", str(k), str(s), "--segs-a", str(kj), "--segs-b", str(sj))
     assert r.returncode == 0, r.stdout.decode()[-2000:]
+
+
+# A quiet replay renders nothing, so it never loads rich (about a sixth of the
+# start-up of a small replay); rendering the table does load it.
+_LOADS_RICH = """
+import sys
+from grotool.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    assert not exc.code, exc.code
+print(any(name == "rich" or name.startswith("rich.") for name in sys.modules))
+"""
+
+
+@pytest.mark.parametrize("quiet, loads_rich", [(True, "False"), (False, "True")])
+def test_quiet_replay_does_not_load_rich(quiet, loads_rich):
+    args = ["replay", *(["-q"] if quiet else []), "captures/bulk-4flows.pcap"]
+    r = subprocess.run([sys.executable, "-c", _LOADS_RICH, *args], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == loads_rich

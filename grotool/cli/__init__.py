@@ -11,11 +11,9 @@ import os
 import signal
 import sys
 
+from typing import TYPE_CHECKING
+
 import click
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
 
 from .. import __version__
 from .._build import engine_build
@@ -23,6 +21,13 @@ from ..errors import (EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_INPUT_TRUNCATED, EX
                       Interrupted)
 from ..engine.config import DEFAULT_RSS_KEY, Settings, ipv4_max_size_for
 from ..report.flows import flow_label
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+# rich is imported where something is rendered: a quiet replay (-q, the
+# benchmark's and many CI jobs' way to run it) never loads it.
 
 EXIT_CODES_HELP = """\b
 Exit codes:
@@ -48,6 +53,8 @@ def make_console(stderr: bool = False) -> Console:
     """A console for data: highlighting off; on a pipe or file (no terminal)
     wide enough that nothing wraps mid-word, whatever COLUMNS says (CI runners
     and test harnesses export COLUMNS=80 for processes without a terminal)."""
+    from rich.console import Console
+
     stream = sys.stderr if stderr else sys.stdout
     try:
         tty = stream.isatty()
@@ -157,6 +164,10 @@ def _parse_rss_key(_ctx, _param, value):
 
 
 def _render_replay(result, console: Console, top: int) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+    from rich.text import Text
+
     doc = result.document
     totals = doc["totals"]
     table = Table(title="GRO per flow", show_lines=False, header_style="bold")
@@ -287,7 +298,6 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
         result = run_replay(input_path, output_path, settings, packets_path, mtu=mtu, output_format=output_format,
                             observers=extras.observers, progress=extras.progress, verify=verify)
     to_stdout = output_path == "-" or json_path == "-" or packets_path == "-"
-    console = _stderr_console() if to_stdout else make_console()
     st = result.engine_stats
     if st.csum_offloaded or st.csum_bad:
         click.echo(
@@ -309,7 +319,7 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
     if json_path:
         _write_json(result.document, json_path)
     if not quiet:
-        _render_replay(result, console, top)
+        _render_replay(result, _stderr_console() if to_stdout else make_console(), top)
     if verify:
         _report_verify(result.verify)
     if result.truncation:
@@ -357,6 +367,9 @@ def reasons(as_json, markdown):
 def reasons_table() -> Table:
     """The vocabulary as a table that fits 80 columns: reason names are identifiers
     to copy, never cut or wrapped; the other columns fold."""
+    from rich.table import Table
+    from rich.text import Text
+
     from ..engine.reasons import REASONS
 
     table = Table(header_style="bold")

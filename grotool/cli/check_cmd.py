@@ -5,15 +5,17 @@ from __future__ import annotations
 import os
 import sys
 
+from typing import TYPE_CHECKING
+
 import click
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from ..errors import EXIT_BAD_INPUT, EXIT_DIFFERENT, EXIT_OK
 from . import user_errors
 from .options import explicit_settings, replay_settings_options, settings_from_options
 from .progress import ProgressBar, RunsBar, input_size, progress_wanted, reader_position
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 _STYLE = {"pass": "green", "unchanged": "green", "written": "cyan", "updated": "cyan",
           "fail": "bold red", "kept": "bold red", "error": "bold magenta", "no golden": "bold magenta"}
@@ -65,6 +67,8 @@ def check(ctx, paths, update, from_kernel, junit_path, max_differences, quiet, j
         if problem:
             raise click.UsageError(problem)
     targets = find_targets(paths)
+    from rich.console import Console
+
     console = Console(highlight=False)
     if jobs > 1 and scheduler:
         raise click.UsageError("--jobs and --scheduler are exclusive")
@@ -119,6 +123,9 @@ def _finish(console: Console, results, update: bool, junit_path, max_differences
 
 
 def _render(console: Console, results, max_differences: int, describe_difference) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(title="grotool check", header_style="bold")
     table.add_column("capture", overflow="fold")
     table.add_column("origin", overflow="fold")

@@ -7,15 +7,18 @@ import os
 import sys
 from typing import List
 
+from typing import TYPE_CHECKING
+
 import click
-from rich.console import Console
-from rich.text import Text
 
 from .. import __version__
 from ..engine.reasons import REASONS
 from ..errors import EXIT_INPUT_TRUNCATED
 from . import EXIT_CODES_HELP, make_console, user_errors
 from .options import explicit_settings, replay_settings_options, settings_from_options
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 OUTCOME_STYLE = {"merged": "green", "held": "cyan", "sent_up": "yellow",
                  "completed_held": "bold magenta", "evicted": "bold red", "flushed": "bold blue"}
@@ -167,6 +170,8 @@ def _format_ts(ns: int, first: int) -> str:
 
 
 def _print_text(console: Console, rows, result, settings, first_ts: int) -> None:
+    from rich.text import Text
+
     from ..report.events import compress_frames
     from ..report.flows import flow_label
 

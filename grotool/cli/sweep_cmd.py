@@ -5,8 +5,6 @@ from __future__ import annotations
 import sys
 
 import click
-from rich.table import Table
-from rich.text import Text
 
 from ..errors import EXIT_USAGE
 from . import EXIT_CODES_HELP, make_console, user_errors
@@ -154,6 +152,9 @@ def _us(ns) -> str:
 
 
 def render_table(doc: dict, console) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
     axes = doc["axes"]
     captures = len(doc["inputs"])
     frames = sum(item["packets"] for item in doc["inputs"])
