@@ -100,3 +100,15 @@ def test_quiet_replay_does_not_load_rich(quiet, loads_rich):
     r = subprocess.run([sys.executable, "-c", _LOADS_RICH, *args], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == loads_rich
+
+
+def test_the_command_line_does_not_import_the_python_api():
+    code = _LOADS_RICH.replace('name == "rich" or name.startswith("rich.")', 'name == "grotool.api"')
+    r = subprocess.run([sys.executable, "-c", code, "replay", "-q", "captures/bulk-4flows.pcap"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "False"
+    # the API is still there on first use
+    r = subprocess.run([sys.executable, "-c", "import grotool; print(grotool.Replay.__module__)"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.stdout.strip() == "grotool.api", r.stderr
