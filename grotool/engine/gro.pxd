@@ -3,7 +3,7 @@
 # instance dict: decision events (events.py) shadow receive/complete/normal
 # on one instance.  No rule lives here.
 cimport cython
-from grotool.engine.skb cimport Delivery, Skb, Stats
+from grotool.engine.skb cimport Delivery, Skb, Stats, new_delivery
 
 cdef int GRO_HASH_BUCKETS, MAX_GRO_SKBS
 cdef dict PACKET_OFFLOADS

@@ -12,7 +12,7 @@ from typing import Callable, List, Optional
 
 from .config import GRO_HASH_BUCKETS, MAX_GRO_SKBS, Settings
 from .hoststate import HostSockets
-from .skb import Delivery, Skb, Stats
+from .skb import Delivery, Skb, Stats, new_delivery
 from . import offloads
 from .offloads import PACKET_OFFLOADS
 
@@ -186,8 +186,8 @@ class GroNode:
         layer = p.flush_layer if p.encap_mark and reason == p.flush else ""
         if p.count == 1:
             # a lone held packet goes up unchanged
-            self.normal_one(Delivery(p.ts, p.data, 1, reason, (p.index,), p.key,
-                                     0, (), p.payload_len, self.queue, self.poll, layer))
+            self.normal_one(new_delivery(p.ts, p.data, 1, reason, (p.index,), p.key, 0, (), p.payload_len,
+                                         self.queue, self.poll, layer, 0, 0, 0, (), False, 0, None))
             return
         first = p.data
         raw = first    # the same bytes read in place (a C pointer in the compiled build)
@@ -197,17 +197,18 @@ class GroNode:
         PACKET_OFFLOADS[p.protocol][1](self, p, header, gso_type, p.l2_len)
         chunks = p.chunks
         data = b"".join([header, raw[p.off:len(first)], *chunks])
-        self.normal_one(Delivery(p.ts, data, p.count, reason, tuple(p.indices), p.key,
-                                 p.gso_size, tuple(gso_type), p.payload_len, self.queue, self.poll, layer,
-                                 p.l2_len, p.off, len(p.data), tuple([len(chunk) for chunk in chunks]),
-                                 bool(p.is_flist)))
+        self.normal_one(new_delivery(p.ts, data, p.count, reason, tuple(p.indices), p.key,
+                                     p.gso_size, tuple(gso_type), p.payload_len, self.queue, self.poll, layer,
+                                     p.l2_len, p.off, len(p.data), tuple([len(chunk) for chunk in chunks]),
+                                     bool(p.is_flist), 0, None))
 
     def normal(self, skb: Skb, reason: str) -> None:
         """GRO_NORMAL: the received frame goes up alone and unchanged."""
         # the key is a full flow identity, and skb.off the payload start, only once TCP has parsed it
         parsed = bool(skb.l4_off)
-        self.normal_one(Delivery(skb.ts, skb.data, 1, reason, (skb.index,), skb.key if parsed else b"",
-                                 0, (), len(skb.data) - skb.off if parsed else 0, self.queue, self.poll))
+        self.normal_one(new_delivery(skb.ts, skb.data, 1, reason, (skb.index,), skb.key if parsed else b"",
+                                     0, (), len(skb.data) - skb.off if parsed else 0, self.queue, self.poll,
+                                     "", 0, 0, 0, (), False, 0, None))
 
     def normal_one(self, delivery: Delivery) -> None:
         """gro_normal_one: rx_count counts segments; a full batch goes to the stack."""

@@ -2,6 +2,7 @@
 # field becomes a typed C field.  Offsets, lengths and small counters are
 # C integers (bounded by the frame and aggregate sizes); timestamps, jiffies,
 # the flush reason and the checksum sum stay Python objects.  No rule lives here.
+cimport cython
 cdef class Skb:
     cdef public bytes data
     cdef public object ts
@@ -59,3 +60,14 @@ cdef class Stats:
     cdef public long long frames, csum_offloaded, csum_verified, csum_bad, ip_csum_bad
     cdef public long long polls, irqs, timer_polls, normal_batches, tcp_fraglist_assumed
     cdef public dict udp_no_gro_path
+
+cpdef _fill(Delivery delivery, object ts, bytes data, Py_ssize_t segs, str reason, tuple indices, bytes key,
+            Py_ssize_t gso_size, tuple gso_type, Py_ssize_t payload, Py_ssize_t queue, Py_ssize_t poll,
+            str layer, Py_ssize_t l2_len, Py_ssize_t header_len, Py_ssize_t first_len, tuple merged_lens,
+            bint fraglist, Py_ssize_t interface, object delivered_ns)
+@cython.locals(delivery=Delivery)
+cpdef Delivery new_delivery(object ts, bytes data, Py_ssize_t segs, str reason, tuple indices, bytes key,
+                            Py_ssize_t gso_size, tuple gso_type, Py_ssize_t payload, Py_ssize_t queue,
+                            Py_ssize_t poll, str layer, Py_ssize_t l2_len, Py_ssize_t header_len,
+                            Py_ssize_t first_len, tuple merged_lens, bint fraglist, Py_ssize_t interface,
+                            object delivered_ns)

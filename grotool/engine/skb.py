@@ -123,25 +123,8 @@ class Delivery:
                  queue: int = 0, poll: int = 0, layer: str = "", l2_len: int = 0, header_len: int = 0,
                  first_len: int = 0, merged_lens: Tuple[int, ...] = (), fraglist: bool = False,
                  interface: int = 0, delivered_ns: Optional[int] = None):
-        self.ts = ts
-        self.data = data
-        self.segs = segs
-        self.reason = reason
-        self.indices = indices
-        self.key = key
-        self.gso_size = gso_size
-        self.gso_type = gso_type
-        self.payload = payload
-        self.queue = queue
-        self.poll = poll
-        self.layer = layer
-        self.l2_len = l2_len
-        self.header_len = header_len
-        self.first_len = first_len
-        self.merged_lens = merged_lens
-        self.fraglist = fraglist
-        self.interface = interface
-        self.delivered_ns = delivered_ns
+        _fill(self, ts, data, segs, reason, indices, key, gso_size, gso_type, payload, queue, poll, layer,
+              l2_len, header_len, first_len, merged_lens, fraglist, interface, delivered_ns)
 
     def _fields(self) -> tuple:
         return tuple(getattr(self, name) for name in Delivery.__slots__)
@@ -160,6 +143,39 @@ class Delivery:
         offset = self.header_len - self.l2_len
         return shape(layout, max_skb_frags, self.l2_len, offset, self.first_len or len(self.data),
                      self.merged_lens, self.fraglist, self.header_len)
+
+
+def _fill(delivery, ts, data, segs, reason, indices, key, gso_size, gso_type, payload, queue, poll, layer,
+          l2_len, header_len, first_len, merged_lens, fraglist, interface, delivered_ns) -> None:
+    delivery.ts = ts
+    delivery.data = data
+    delivery.segs = segs
+    delivery.reason = reason
+    delivery.indices = indices
+    delivery.key = key
+    delivery.gso_size = gso_size
+    delivery.gso_type = gso_type
+    delivery.payload = payload
+    delivery.queue = queue
+    delivery.poll = poll
+    delivery.layer = layer
+    delivery.l2_len = l2_len
+    delivery.header_len = header_len
+    delivery.first_len = first_len
+    delivery.merged_lens = merged_lens
+    delivery.fraglist = fraglist
+    delivery.interface = interface
+    delivery.delivered_ns = delivered_ns
+
+
+def new_delivery(ts, data, segs, reason, indices, key, gso_size, gso_type, payload, queue, poll, layer,
+                 l2_len, header_len, first_len, merged_lens, fraglist, interface, delivered_ns) -> Delivery:
+    """Delivery(...) with every field given, for the engine's per-packet path
+    (the compiled build makes it without the Python call protocol)."""
+    delivery = Delivery.__new__(Delivery)
+    _fill(delivery, ts, data, segs, reason, indices, key, gso_size, gso_type, payload, queue, poll, layer,
+          l2_len, header_len, first_len, merged_lens, fraglist, interface, delivered_ns)
+    return delivery
 
 
 class Stats:
