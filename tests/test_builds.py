@@ -141,16 +141,17 @@ def test_skb_declarations_are_exactly_the_fields_init_sets():
     # engine/skb.pxd turns every Skb field into a typed C field, which reads as
     # a default (None, 0) before it is set, where the interpreted engine raises
     # AttributeError.  So the declared fields must be exactly the slots, and
-    # Skb.__init__ must set every one of them.
+    # Skb.__init__ and new_skb must set every one of them.
     import re
 
     pxd = (ROOT / "grotool" / "engine" / "skb.pxd").read_text()
     skb_class = pxd.split("cdef class Skb:")[1].split("cdef class ")[0]
     declared = re.findall(r"^    cdef public [\w ]+? (\w+)$", skb_class, re.M)
     assert "data" in declared and "off" in declared and len(declared) == len(set(declared))
-    code = ("from grotool.engine.skb import Skb\n"
+    code = ("from grotool.engine.skb import Skb, new_skb\n"
             "s = Skb(b'\\x00' * 60, 5, 7, 14)\n"
-            "print(' '.join(n for n in Skb.__slots__ if hasattr(s, n)))\n"
+            "t = new_skb(b'\\x00' * 60, 5, 7, 14, 0x800, b'')\n"
+            "print(' '.join(n for n in Skb.__slots__ if hasattr(s, n) and hasattr(t, n)))\n"
             "print(' '.join(Skb.__slots__))\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_env(pure=True), capture_output=True,
                           text=True, timeout=60)

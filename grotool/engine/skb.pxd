@@ -71,3 +71,8 @@ cpdef Delivery new_delivery(object ts, bytes data, Py_ssize_t segs, str reason, 
                             Py_ssize_t poll, str layer, Py_ssize_t l2_len, Py_ssize_t header_len,
                             Py_ssize_t first_len, tuple merged_lens, bint fraglist, Py_ssize_t interface,
                             object delivered_ns)
+
+cpdef _init_skb(Skb skb, bytes data, object ts, Py_ssize_t index, Py_ssize_t l2_len, long long hash_,
+                int protocol, bytes key)
+@cython.locals(skb=Skb)
+cpdef Skb new_skb(bytes data, object ts, Py_ssize_t index, Py_ssize_t l2_len, int protocol, bytes key)

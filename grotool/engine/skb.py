@@ -54,42 +54,54 @@ class Skb:
 
     def __init__(self, data: bytes, ts: int, index: int, l2_len: int, hash_: int = 0,
                  protocol: int = 0, key: bytes = b""):
-        # every field is set here (the compiled build gives each a C type)
-        self.data = data
-        self.ts = ts
-        self.index = index
-        self.hash = hash_
-        self.l2_len = l2_len
-        self.protocol = protocol
-        self.off = l2_len
-        self.flush = None
-        self.proto = 0
-        self.key = key
-        self.count = 1
-        self.network_offsets = [l2_len, l2_len]
-        self.encap_mark = 0
-        self.outer_family = 0
-        self.l4_off = 0
-        self.same_flow = False
-        self.recursion = 0
-        self.csum_level = -1
-        self.csum = None
-        self.is_flist = 0
-        self.flush_layer = ""
-        self.ip_fixedid = 0
-        self.encapsulation = 0
-        self.flag_or = 0
-        # the aggregate fields get their values in GroNode.hold
-        self.length = 0
-        self.payload_len = 0
-        self.gso_size = 0
-        self.age = 0
-        self.chunks = None
-        self.indices = None
+        _init_skb(self, data, ts, index, l2_len, hash_, protocol, key)
 
     def gro_len(self) -> int:
         """skb_gro_len: bytes after the headers consumed so far."""
         return len(self.data) - self.off
+
+
+def _init_skb(skb, data, ts, index, l2_len, hash_, protocol, key) -> None:
+    # every field is set here (the compiled build gives each a C type)
+    skb.data = data
+    skb.ts = ts
+    skb.index = index
+    skb.hash = hash_
+    skb.l2_len = l2_len
+    skb.protocol = protocol
+    skb.off = l2_len
+    skb.flush = None
+    skb.proto = 0
+    skb.key = key
+    skb.count = 1
+    skb.network_offsets = [l2_len, l2_len]
+    skb.encap_mark = 0
+    skb.outer_family = 0
+    skb.l4_off = 0
+    skb.same_flow = False
+    skb.recursion = 0
+    skb.csum_level = -1
+    skb.csum = None
+    skb.is_flist = 0
+    skb.flush_layer = ""
+    skb.ip_fixedid = 0
+    skb.encapsulation = 0
+    skb.flag_or = 0
+    # the aggregate fields get their values in GroNode.hold
+    skb.length = 0
+    skb.payload_len = 0
+    skb.gso_size = 0
+    skb.age = 0
+    skb.chunks = None
+    skb.indices = None
+
+
+def new_skb(data, ts, index, l2_len, protocol, key) -> Skb:
+    """Skb(data, ts, index, l2_len, 0, protocol, key) for the per-frame path
+    (the compiled build makes it without the Python call protocol)."""
+    skb = Skb.__new__(Skb)
+    _init_skb(skb, data, ts, index, l2_len, 0, protocol, key)
+    return skb
 
 
 class Delivery:
