@@ -6,6 +6,7 @@ from grotool.engine.csum cimport ip_header_ok, replace16
 cdef dict INET_OFFLOADS
 cdef tuple PROTOCOL_BYTES
 cdef int GRO_RECURSION_LIMIT
+cdef int IP_DF, IP_MF, IP_OFFSET, IP_RESERVED, _MF_OR_OFFSET
 
 @cython.locals(data=bytes, raw=cython.p_uchar, off=Py_ssize_t, n=Py_ssize_t, proto=int, entry=tuple, tot_len=int,
                frag_off=int, mark=int, depth=int)

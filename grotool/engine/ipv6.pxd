@@ -5,7 +5,7 @@ from grotool.engine.offloads cimport enter_layer
 
 cdef dict INET6_OFFLOADS
 
-@cython.locals(data=bytes, raw=cython.p_uchar, off=Py_ssize_t, pending=bint, nexthdr=int, pos=Py_ssize_t,
+@cython.locals(data=bytes, raw=cython.p_uchar, off=Py_ssize_t, pending=bint, nexthdr=int, pos=Py_ssize_t, first=bytes,
                hlen=Py_ssize_t, entry=tuple)
 cpdef ipv6_gro_receive(bucket, Skb skb, gro)
 @cython.locals(d1=bytes, d2=bytes)

@@ -3,7 +3,7 @@ extension-header walk (exthdrs_offload.c) and ipv6_gro_flush (include/net/gro.h)
 
 from __future__ import annotations
 
-from struct import pack, unpack_from
+from struct import pack
 
 from .offloads import INET6_OFFLOADS, enter_layer
 
@@ -46,8 +46,8 @@ def ipv6_gro_receive(bucket, skb, gro):
     skb.proto = nexthdr
     # same flow: version + flow label (traffic class excluded), addresses,
     # next header, and the bytes of any extension headers
-    first = unpack_from("!I", data, off)[0] & 0xF00FFFFF
-    skb.key += pack("!I", first) + raw[off + 6:off + 7] + raw[off + 8:off + 40] + raw[off + 40:pos]
+    first = bytes((raw[off] & 0xF0, raw[off + 1] & 0x0F, raw[off + 2], raw[off + 3]))
+    skb.key += first + raw[off + 6:off + 7] + raw[off + 8:off + 40] + raw[off + 40:pos]
     if pending and skb.flush is None:
         skb.flush = "ipv6_payload_len_mismatch"
     skb.off = pos
