@@ -16,7 +16,7 @@ cdef class _PcapRecords:
     cpdef cut_short(self, Py_ssize_t at, str detail)
     @cython.locals(pos=cython.Py_ssize_t, stop=cython.Py_ssize_t, at=cython.Py_ssize_t,
                    sec=cython.longlong, fraction=cython.longlong, caplen=cython.longlong,
-                   wirelen=cython.longlong)
+                   wirelen=cython.longlong, raw="const unsigned char *")
     cpdef next_record(self)
 
 cdef class PcapWriter:

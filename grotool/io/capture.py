@@ -184,7 +184,8 @@ class _PcapRecords:
                 return None
         self.index += 1
         self.pos = stop
-        return (sec * 1_000_000_000 + fraction * self.fraction_ns, self.buf[pos + 16:stop], wirelen, 0)
+        raw = self.buf          # read in place (a C pointer in the compiled build): pos + 16 <= stop <= end
+        return (sec * 1_000_000_000 + fraction * self.fraction_ns, raw[pos + 16:stop], wirelen, 0)
 
 
 class CaptureReader:
