@@ -91,7 +91,7 @@ class Engine:
         """Receive one captured frame; returns the deliveries it caused (often none)."""
         index = self._index
         self._index = index + 1
-        self.stats.frames += 1
+        self.stats.frames = index + 1       # frames fed so far
         out = self._out
         if self._others:
             self._advance_devices(ts, interface)
