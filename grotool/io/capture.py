@@ -118,22 +118,28 @@ class _PcapRecords:
         return record
 
     def refill(self, need: int) -> None:
-        """Keep the unread tail and read whole chunks behind it until ``need``
-        bytes are buffered or the input ends: memory follows the bytes really
-        present, never what a record claims."""
+        """Keep the unread tail and read behind it until ``need`` bytes are
+        buffered or the input ends: memory follows the bytes really present,
+        never what a record claims.  With nothing left unread a whole chunk is
+        read and becomes the buffer as it is; a record cut by the end of the
+        buffer gets only the bytes it lacks (a chunk at most per read), so the
+        join copies that record, not a chunk."""
         parts = [self.buf[self.pos:self.end]]
         have = self.end - self.pos
         self.offset += self.pos
         while have < need and not self.eof:
             try:
-                chunk = self.stream.read(RECORD_CHUNK)
+                chunk = self.stream.read(min(need - have, RECORD_CHUNK) if have else RECORD_CHUNK)
             except READ_ERRORS as exc:
                 raise InputError(f"{self.name}: read error near byte offset {self.offset + have}: {exc}") from None
             if not chunk:
                 self.eof = True
-            else:
+            elif have:
                 parts.append(chunk)
                 have += len(chunk)
+            else:
+                parts[0] = chunk
+                have = len(chunk)
         self.buf = parts[0] if len(parts) == 1 else b"".join(parts)
         self.pos = 0
         self.end = have
