@@ -19,10 +19,12 @@ cdef class _PcapRecords:
                    wirelen=cython.longlong, raw="const unsigned char *")
     cpdef next_record(self)
 
+cdef Py_ssize_t WRITE_GATHER_BYTES, WRITE_GATHER_PIECES
+
 cdef class PcapWriter:
     cdef public object path, _out, _pack
     cdef public Py_ssize_t packets, _pending_bytes
     cdef public list _pending
 
-    @cython.locals(n=cython.Py_ssize_t)
+    @cython.locals(n=cython.Py_ssize_t, ts=cython.longlong)
     cpdef write(self, ts_ns, data, wirelen=*)

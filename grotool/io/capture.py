@@ -42,6 +42,11 @@ SNAPLEN_SLACK_BYTES = 1 << 20
 LINKTYPE_MASK = 0x03FFFFFF
 FCS_PRESENT_BIT = 0x04000000
 MAX_PCAPNG_BLOCK_BYTES = 1 << 26
+# PcapWriter hands records to the kernel about this much at a time
+WRITE_GATHER_BYTES = 1 << 20
+WRITE_GATHER_PIECES = 512               # well below IOV_MAX (1024 on Linux)
+# the first timestamp a pcap record cannot hold: its seconds field is 32 bits
+PCAP_TIME_LIMIT_NS = (0xFFFFFFFF + 1) * 1_000_000_000
 
 
 def _open_binary(path: str) -> BinaryIO:
@@ -539,9 +544,6 @@ class PcapWriter:
     64 KiB super-packet is never copied in user space.
     """
 
-    GATHER_BYTES = 1 << 20
-    GATHER_PIECES = 512                  # well below IOV_MAX (1024 on Linux)
-
     def __init__(self, path: str, linktype: int = LINKTYPE_ETHERNET, snaplen: int = 262144,
                  what: str = "output capture"):
         self.path = path
@@ -554,11 +556,11 @@ class PcapWriter:
 
     def write(self, ts_ns: int, data, wirelen: Optional[int] = None) -> None:
         n = len(data)
-        sec, nsec = divmod(ts_ns, 1_000_000_000)
-        if not 0 <= sec <= 0xFFFFFFFF:
+        if not 0 <= ts_ns < PCAP_TIME_LIMIT_NS:
             raise InputError(f"{self.path}: packet {self.packets + 1}: timestamp {ts_ns} ns cannot be stored "
                              "in a pcap file (before 1970 or after 2106)")
-        record = self._pack(sec, nsec, n, n if wirelen is None else wirelen)
+        ts = ts_ns                       # in range: a C integer in the compiled build
+        record = self._pack(ts // 1_000_000_000, ts % 1_000_000_000, n, n if wirelen is None else wirelen)
         self.packets += 1
         if type(data) is not bytes:
             data = bytes(data)           # the caller may change a bytearray after we return
@@ -566,7 +568,7 @@ class PcapWriter:
         pending.append(record)
         pending.append(data)
         self._pending_bytes += 16 + n
-        if self._pending_bytes >= self.GATHER_BYTES or len(pending) >= self.GATHER_PIECES:
+        if self._pending_bytes >= WRITE_GATHER_BYTES or len(pending) >= WRITE_GATHER_PIECES:
             self._flush_pending()
 
     def _flush_pending(self) -> None:
