@@ -154,8 +154,8 @@ def _deliver(out: list, fix, collector, after, writer) -> None:
 
 
 def _feed_records(records, engine, fix, collector, after, writer, interface, verifier, mtu: int, reader) -> tuple:
-    """Feed every input record to the engine and its deliveries to _deliver:
-    the per-frame loop of replay().  ``interface(ifid)`` gives an
+    """Feed every input record (``records``: the reader's _Records) to the engine
+    and its deliveries to _deliver: the per-frame loop of replay().  ``interface(ifid)`` gives an
     interface's (link type, FCS bytes, longest frame within the MTU).  Returns
     (first timestamp, last timestamp, frames over the MTU, (record number,
     length) of the first of those)."""
@@ -164,7 +164,9 @@ def _feed_records(records, engine, fix, collector, after, writer, interface, ver
     first_over_mtu = None
     last_ifid = -1
     lt, fcs, limit = 0, 0, 0
-    for ts, data, wirelen, ifid in records:
+    data = records.next_data()
+    while data is not None:
+        ts, wirelen, ifid = records.ts, records.wirelen, records.interface
         if ifid != last_ifid:
             lt, fcs, limit = interface(ifid)
             last_ifid = ifid
@@ -184,6 +186,7 @@ def _feed_records(records, engine, fix, collector, after, writer, interface, ver
         out = engine.feed(ts, data, wirelen, ifid)
         if out:
             _deliver(out, fix, collector, after, writer)
+        data = records.next_data()
     return first_ts, last_ts, over_mtu, first_over_mtu
 
 

@@ -90,12 +90,49 @@ class _PeekStream:
         return True
 
 
-class _PcapRecords:
-    """The records of a pcap file after its file header, as an iterator of
-    ``(ts_ns, data, wirelen, 0)``.  The file is read a chunk at a time into an
-    immutable buffer; a record's header is unpacked where it lies and its data
-    is one slice of the buffer (the one copy a record costs).  A record cut
-    short by the end of the file is handed to the reader's ``_truncated``."""
+class _Records:
+    """A capture's records one at a time: ``next_data()`` returns the next
+    record's data (None at the end) and leaves its timestamp, original length
+    and interface in ``ts``, ``wirelen`` and ``interface`` (the replay loop
+    reads them there, no tuple per record); iterating gives
+    ``(ts_ns, data, wirelen, interface)`` tuples."""
+
+    def __iter__(self) -> "_Records":
+        return self
+
+    def __next__(self) -> Tuple[int, bytes, int, int]:
+        data = self.next_data()
+        if data is None:
+            raise StopIteration
+        return (self.ts, data, self.wirelen, self.interface)
+
+    def next_data(self) -> Optional[bytes]:
+        raise NotImplementedError
+
+
+class _PcapngRecords(_Records):
+    """The ``(ts_ns, data, wirelen, interface)`` records of a pcapng file as _Records."""
+
+    def __init__(self, records: Iterator[Tuple[int, bytes, int, int]]):
+        self.records = records
+        self.ts = 0
+        self.wirelen = 0
+        self.interface = 0
+
+    def next_data(self) -> Optional[bytes]:
+        record = next(self.records, None)
+        if record is None:
+            return None
+        self.ts, data, self.wirelen, self.interface = record
+        return data
+
+
+class _PcapRecords(_Records):
+    """The records of a pcap file after its file header (interface 0).  The
+    file is read a chunk at a time into an immutable buffer; a record's header
+    is unpacked where it lies and its data is one slice of the buffer (the one
+    copy a record costs).  A record cut short by the end of the file is handed
+    to the reader's ``_truncated``."""
 
     def __init__(self, reader: "CaptureReader", first: bytes, offset: int):
         self.reader = reader
@@ -112,15 +149,9 @@ class _PcapRecords:
         self.eof = False
         self.done = False            # the end was reached (or an error raised): no more records
         self.index = 0               # records returned
-
-    def __iter__(self) -> "_PcapRecords":
-        return self
-
-    def __next__(self) -> Tuple[int, bytes, int, int]:
-        record = self.next_record()
-        if record is None:
-            raise StopIteration
-        return record
+        self.ts = 0                  # the last record's, as next_data leaves them
+        self.wirelen = 0
+        self.interface = 0
 
     def refill(self, need: int) -> None:
         """Keep the unread tail and read behind it until ``need`` bytes are
@@ -154,8 +185,8 @@ class _PcapRecords:
         self.done = True
         self.reader._truncated(self.index + 1, at, detail)
 
-    def next_record(self) -> Optional[Tuple[int, bytes, int, int]]:
-        """The next record; None at the end of the file or after a record cut short."""
+    def next_data(self) -> Optional[bytes]:
+        """The next record's data; None at the end of the file or after a record cut short."""
         if self.done:
             return None
         if self.end - self.pos < 16 and not self.eof:
@@ -195,8 +226,10 @@ class _PcapRecords:
                 return None
         self.index += 1
         self.pos = stop
+        self.ts = sec * 1_000_000_000 + fraction * self.fraction_ns
+        self.wirelen = wirelen
         raw = self.buf          # read in place (a C pointer in the compiled build): pos + 16 <= stop <= end
-        return (sec * 1_000_000_000 + fraction * self.fraction_ns, raw[pos + 16:stop], wirelen, 0)
+        return raw[pos + 16:stop]
 
 
 class CaptureReader:
@@ -491,12 +524,12 @@ class CaptureReader:
             return ((ts, data, wirelen) for ts, data, wirelen, _ in self._iter)
         return ((ts, data, wirelen) for ts, data, wirelen, _ in self._iter_pcapng())
 
-    def records_with_interface(self) -> Iterator[Tuple[int, bytes, int, int]]:
+    def records_with_interface(self) -> _Records:
         """(ts_ns, data, wirelen, interface id): pcapng interfaces are numbered in
         file order across sections; a pcap file has the one interface 0."""
         if self.format == "pcap":
             return self._iter                       # a pcap file's records carry interface 0
-        return self._iter_pcapng()
+        return _PcapngRecords(self._iter_pcapng())
 
     def _iter_pcapng(self):
         if self._first is not None:
