@@ -154,11 +154,11 @@ def _deliver(out: list, fix, collector, after, writer) -> None:
 
 
 def _feed_records(records, engine, fix, collector, after, writer, interface, verifier, mtu: int, reader) -> tuple:
-    """Feed every input record (``records``: the reader's _Records) to the engine
-    and its deliveries to _deliver: the per-frame loop of replay().  ``interface(ifid)`` gives an
-    interface's (link type, FCS bytes, longest frame within the MTU).  Returns
-    (first timestamp, last timestamp, frames over the MTU, (record number,
-    length) of the first of those)."""
+    """Feed every input record (``records``: the reader's _Records) to the
+    engine and its deliveries to _deliver: the per-frame loop of replay().
+    ``interface(ifid)`` gives an interface's (link type, FCS bytes, longest
+    frame within the MTU).  Returns (first timestamp, last timestamp, frames
+    over the MTU, (record number, length) of the first of those)."""
     first_ts = last_ts = None
     over_mtu = 0
     first_over_mtu = None
