@@ -1,8 +1,16 @@
 # Cython declarations for replay.py (used only by the compiled build): the
 # per-frame loop keeps the interface number, FCS length, MTU bound and counters
-# as C integers.
+# as C integers, and calls the engine, the statistics and the pcap writer
+# directly (C calls, no boxed arguments).
 import cython
+from grotool.engine cimport Engine
+from grotool.engine.skb cimport Delivery
+from grotool.io.capture cimport PcapWriter, _Records
+from grotool.report.stats cimport StatsCollector
 
+@cython.locals(d=Delivery)
+cpdef _deliver(list out, fix, StatsCollector collector, after, PcapWriter writer)
 @cython.locals(ifid=cython.Py_ssize_t, last_ifid=cython.Py_ssize_t, fcs=cython.Py_ssize_t,
-               limit=cython.Py_ssize_t, wirelen=cython.Py_ssize_t, over_mtu=cython.Py_ssize_t)
-cpdef tuple _feed_records(records, feed, add, write, interface, verifier, Py_ssize_t mtu, reader)
+               limit=cython.Py_ssize_t, wirelen=cython.Py_ssize_t, over_mtu=cython.Py_ssize_t, out=list)
+cpdef tuple _feed_records(_Records records, Engine engine, fix, StatsCollector collector, after, PcapWriter writer,
+                          interface, verifier, Py_ssize_t mtu, reader)

@@ -72,23 +72,22 @@ def _progress_sink(progress: Callable, reader, every: int = 2048):
     return sink
 
 
-def _with_valid_checksums(add, linktype: int, settings: Settings, interface_linktypes: dict):
+def _checksum_fixer(linktype: int, settings: Settings, interface_linktypes: dict):
     """--l4-csum full: packets sent up unchanged get valid TCP/UDP checksums
     too (a capture from a sender with offload holds only the pseudo-header
     seed), so that every checksum written is valid on the wire; super-packets
     already got theirs when they were rebuilt.  Output only: no decision
-    depends on it."""
+    depends on it.  Returns the function that fixes a delivery in place."""
     from .oracle.frames import fix_checksums
 
     vxlan = set(settings.vxlan_ports) | {4789}
     geneve = set(settings.geneve_ports) | {6081}
 
-    def fixed(d, _add=add):
+    def fix(d):
         if d.segs == 1 and d.reason != "unknown_link_type":
             d.data = fix_checksums(d.data, ip_header=False, vxlan_ports=vxlan, geneve_ports=geneve,
                                    linktype=interface_linktypes.get(d.interface, linktype))
-        _add(d)
-    return fixed
+    return fix
 
 
 class PacketLog:
@@ -127,18 +126,47 @@ class PacketLog:
         self._out.abort()
 
 
-def _feed_records(records, feed, add, write, interface, verifier, mtu: int, reader) -> tuple:
-    """Feed every input record to the engine and its deliveries to ``add`` (and
-    ``write``): the per-frame loop of replay().  ``interface(ifid)`` gives an
-    interface's (link type, FCS bytes, longest frame within the MTU).  Returns
-    (first timestamp, last timestamp, frames over the MTU, (record number,
-    length) of the first of those)."""
+def _chain(sinks: list):
+    """One callable calling each sink in order; None for no sink."""
+    if not sinks:
+        return None
+    if len(sinks) == 1:
+        return sinks[0]
+
+    def add(d, _sinks=tuple(sinks)):
+        for sink in _sinks:
+            sink(d)
+    return add
+
+
+def _deliver(out: list, fix, collector, after, writer) -> None:
+    """Each delivery, made valid by ``fix`` first when given (--l4-csum full), to the
+    statistics (``collector``), the other sinks (``after``) and the output capture
+    (``writer``, a PcapWriter, or None), in this order."""
+    for d in out:
+        if fix is not None:
+            fix(d)
+        collector.add(d)
+        if after is not None:
+            after(d)
+        if writer is not None:
+            writer.write(d.ts, d.data)
+
+
+def _feed_records(records, engine, fix, collector, after, writer, interface, verifier, mtu: int, reader) -> tuple:
+    """Feed every input record (``records``: the reader's _Records) to the
+    engine and its deliveries to _deliver: the per-frame loop of replay().
+    ``interface(ifid)`` gives an interface's (link type, FCS bytes, longest
+    frame within the MTU).  Returns (first timestamp, last timestamp, frames
+    over the MTU, (record number, length) of the first of those)."""
     first_ts = last_ts = None
     over_mtu = 0
     first_over_mtu = None
     last_ifid = -1
     lt, fcs, limit = 0, 0, 0
-    for ts, data, wirelen, ifid in records:
+    data = records.next_data()
+    while data is not None:
+        ts, wirelen, ifid = records.ts, records.wirelen, records.interface
         if ifid != last_ifid:
             lt, fcs, limit = interface(ifid)
             last_ifid = ifid
@@ -155,12 +183,10 @@ def _feed_records(records, feed, add, write, interface, verifier, mtu: int, read
         last_ts = ts
         if verifier is not None:
             verifier.add_input(data)
-        out = feed(ts, data, wirelen, ifid)
+        out = engine.feed(ts, data, wirelen, ifid)
         if out:
-            for d in out:
-                add(d)
-                if write is not None:
-                    write(d.ts, d.data)
+            _deliver(out, fix, collector, after, writer)
+        data = records.next_data()
     return first_ts, last_ts, over_mtu, first_over_mtu
 
 
@@ -198,7 +224,7 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
             elif output_path:
                 writer = PcapWriter(output_path, linktype, output_snaplen(settings))
             log = PacketLog(packets_path, collector.describe) if packets_path else None
-            sinks = [collector.add]
+            sinks = []                  # after the statistics, in this order
             if log is not None:
                 sinks.append(log.add)
             if pcapng is not None:
@@ -211,26 +237,17 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
                 sinks.append(observer)
             if progress is not None:
                 sinks.append(_progress_sink(progress, reader))
-            if len(sinks) == 1:
-                add = collector.add
-            else:
-                def add(d, _sinks=tuple(sinks)):
-                    for sink in _sinks:
-                        sink(d)
             verifier = None
             if verify:
                 # --verify: split every delivery again and compare with its input frames
                 from .verify import Verifier
 
                 verifier = Verifier(linktype)
-
-                def add(d, _add=add, _check=verifier.check):
-                    _add(d)
-                    _check(d)
-            if settings.l4_csum == "full":
-                add = _with_valid_checksums(add, linktype, settings, engine.interface_linktypes)
-            feed = engine.feed
-            write = writer.write if writer is not None and pcapng is None else None
+                sinks.append(verifier.check)
+            after = _chain(sinks)
+            fix = _checksum_fixer(linktype, settings, engine.interface_linktypes) \
+                if settings.l4_csum == "full" else None
+            pcap_writer = writer if writer is not None and pcapng is None else None
             # per interface: (link type, FCS bytes, longest frame within the MTU)
             known = {}
 
@@ -253,11 +270,9 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
                 return entry
 
             first_ts, last_ts, over_mtu, first_over_mtu = _feed_records(
-                reader.records_with_interface(), feed, add, write, interface, verifier, mtu, reader)
-            for d in engine.finish():
-                add(d)
-                if write:
-                    write(d.ts, d.data)
+                reader.records_with_interface(), engine, fix, collector, after, pcap_writer, interface, verifier,
+                mtu, reader)
+            _deliver(engine.finish(), fix, collector, after, pcap_writer)
             if writer:
                 writer.close()
             if log:

@@ -1,9 +1,14 @@
 # Cython declarations for the Engine (compiled build only).
 cimport cython
+from grotool.engine.link cimport LinkLayer
+from grotool.engine.napi cimport NicDevice, VethDevice
 
 cdef class Engine:
     cdef dict __dict__
-    cdef public object settings, stats, device, _make, _device_feed, _event_sink
+    cdef public object settings, stats, device, _device_feed, _event_sink
+    cdef public LinkLayer _link
+    cdef public NicDevice _nic
+    cdef public VethDevice _veth
     cdef public list _events, _out
     cdef public Py_ssize_t _index
     cdef public int linktype

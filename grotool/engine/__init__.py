@@ -43,9 +43,11 @@ class Engine:
         self.linktype = linktype
         self._out: List[Delivery] = []
         self._index = 0
-        # interface 0, bound once: feed runs for every frame
-        self.device, self._make, self._device_feed = self._new_device(0, linktype)
-        self._others: Dict[int, tuple] = {}          # interface id -> (device, make, feed)
+        # interface 0, kept by class too: the compiled build calls its feed (and the link layer's make) directly
+        self.device, self._link, self._device_feed = self._new_device(0, linktype)
+        self._nic = self.device if type(self.device) is NicDevice else None
+        self._veth = self.device if type(self.device) is VethDevice else None
+        self._others: Dict[int, tuple] = {}          # interface id -> (device, link layer, feed)
         self.interface_linktypes: Dict[int, int] = {}  # link type of interfaces other than 0's, when it differs
 
     def _new_device(self, interface: int, linktype: int):
@@ -58,7 +60,7 @@ class Engine:
                     d.interface = _interface
                 _extend(batch)
         try:
-            make = LinkLayer(linktype).make
+            link = LinkLayer(linktype)
         except ValueError:
             return None, None, self._pass_through(interface)
         device_class = VethDevice if self.settings.device == "veth" else NicDevice
@@ -71,7 +73,7 @@ class Engine:
             recorder = EventRecorder(self._event_sink, interface)
             for gro in ([device.gro] if hasattr(device, "gro") else [q.gro for q in device.queues]):
                 recorder.attach(gro)
-        return device, make, device.feed
+        return device, link, device.feed
 
     def _pass_through(self, interface: int):
         sink = self._event_sink
@@ -89,7 +91,7 @@ class Engine:
         """Receive one captured frame; returns the deliveries it caused (often none)."""
         index = self._index
         self._index = index + 1
-        self.stats.frames += 1
+        self.stats.frames = index + 1       # frames fed so far
         out = self._out
         if self._others:
             self._advance_devices(ts, interface)
@@ -105,10 +107,12 @@ class Engine:
             if entry is None:
                 entry = self._others[interface] = self._new_device(
                     interface, self.interface_linktypes.get(interface, self.linktype))
-            _, make, device_feed = entry
-            device_feed(make(data, ts, index) if make else (ts, data, index))
-        elif self._make is not None:
-            self._device_feed(self._make(data, ts, index))
+            _, link, device_feed = entry
+            device_feed(link.make(data, ts, index) if link is not None else (ts, data, index))
+        elif self._nic is not None:
+            self._nic.feed(self._link.make(data, ts, index))
+        elif self._veth is not None:
+            self._veth.feed(self._link.make(data, ts, index))
         else:
             self._device_feed((ts, data, index))
         if not out:

@@ -1,10 +1,10 @@
 # Cython declarations for link.py (compiled build only).
+cimport cython
 from grotool.engine.skb cimport Skb
 
 cdef class LinkLayer:
     cdef public int linktype
     cdef public Py_ssize_t l2_len
     cdef public Py_ssize_t proto_at
-    cdef public object make
-    @cython.locals(l2=Py_ssize_t, at=Py_ssize_t)
-    cpdef Skb _with_header(self, data, ts, Py_ssize_t index)
+    @cython.locals(l2=Py_ssize_t, at=Py_ssize_t, raw="const unsigned char *")
+    cpdef Skb make(self, data, ts, Py_ssize_t index)

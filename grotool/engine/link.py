@@ -26,28 +26,25 @@ class LinkLayer:
         self.linktype = linktype
         if linktype in HEADERS:
             self.l2_len, self.proto_at = HEADERS[linktype]
-            self.make = self._with_header
         elif linktype in RAW_LINKTYPES:
-            self.make = self._raw
+            self.l2_len, self.proto_at = 0, -1          # no link header: the IP version tells
         else:
             raise ValueError(f"unsupported link type {linktype}")
 
-    def _with_header(self, data: bytes, ts: int, index: int) -> Skb:
+    def make(self, data: bytes, ts: int, index: int) -> Skb:
+        """The skb of one captured frame."""
         if type(data) is not bytes:
             data = bytes(data)          # a bytearray or memoryview from an API caller
         l2 = self.l2_len
+        if self.proto_at < 0:
+            skb = Skb(data, ts, index, 0)
+            version = data[0] >> 4 if data else 0
+            skb.protocol = 0x0800 if version == 4 else 0x86DD if version == 6 else 0
+            return skb
         if len(data) >= l2:
             at = self.proto_at
-            return Skb(data, ts, index, l2, 0, (data[at] << 8) | data[at + 1], data[:l2])
+            raw = data                  # read in place (a C pointer in the compiled build): l2 bytes are there
+            return Skb(data, ts, index, l2, 0, raw[at] << 8 | raw[at + 1], raw[:l2])
         skb = Skb(data, ts, index, l2)
         skb.flush = "not_ip_link"
-        return skb
-
-    @staticmethod
-    def _raw(data: bytes, ts: int, index: int) -> Skb:
-        if type(data) is not bytes:
-            data = bytes(data)
-        skb = Skb(data, ts, index, 0)
-        version = data[0] >> 4 if data else 0
-        skb.protocol = 0x0800 if version == 4 else 0x86DD if version == 6 else 0
         return skb

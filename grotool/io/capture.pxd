@@ -3,7 +3,16 @@
 # integers, so walking a record costs no Python integer arithmetic.
 import cython
 
-cdef class _PcapRecords:
+cdef class _Records:
+    cdef public object ts
+    cdef public Py_ssize_t wirelen, interface
+    cpdef next_data(self)
+
+cdef class _PcapngRecords(_Records):
+    cdef object records
+    cpdef next_data(self)
+
+cdef class _PcapRecords(_Records):
     cdef object reader, stream, name, unpack_header
     cdef bytes buf
     cdef long long fraction_ns
@@ -16,13 +25,15 @@ cdef class _PcapRecords:
     cpdef cut_short(self, Py_ssize_t at, str detail)
     @cython.locals(pos=cython.Py_ssize_t, stop=cython.Py_ssize_t, at=cython.Py_ssize_t,
                    sec=cython.longlong, fraction=cython.longlong, caplen=cython.longlong,
-                   wirelen=cython.longlong)
-    cpdef next_record(self)
+                   wirelen=cython.longlong, raw="const unsigned char *")
+    cpdef next_data(self)
+
+cdef Py_ssize_t WRITE_GATHER_BYTES, WRITE_GATHER_PIECES
 
 cdef class PcapWriter:
     cdef public object path, _out, _pack
     cdef public Py_ssize_t packets, _pending_bytes
     cdef public list _pending
 
-    @cython.locals(n=cython.Py_ssize_t)
+    @cython.locals(n=cython.Py_ssize_t, ts=cython.longlong)
     cpdef write(self, ts_ns, data, wirelen=*)

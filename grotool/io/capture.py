@@ -42,6 +42,11 @@ SNAPLEN_SLACK_BYTES = 1 << 20
 LINKTYPE_MASK = 0x03FFFFFF
 FCS_PRESENT_BIT = 0x04000000
 MAX_PCAPNG_BLOCK_BYTES = 1 << 26
+# PcapWriter hands records to the kernel about this much at a time
+WRITE_GATHER_BYTES = 1 << 20
+WRITE_GATHER_PIECES = 512               # well below IOV_MAX (1024 on Linux)
+# the first timestamp a pcap record cannot hold: its seconds field is 32 bits
+PCAP_TIME_LIMIT_NS = (0xFFFFFFFF + 1) * 1_000_000_000
 
 
 def _open_binary(path: str) -> BinaryIO:
@@ -85,12 +90,49 @@ class _PeekStream:
         return True
 
 
-class _PcapRecords:
-    """The records of a pcap file after its file header, as an iterator of
-    ``(ts_ns, data, wirelen, 0)``.  The file is read a chunk at a time into an
-    immutable buffer; a record's header is unpacked where it lies and its data
-    is one slice of the buffer (the one copy a record costs).  A record cut
-    short by the end of the file is handed to the reader's ``_truncated``."""
+class _Records:
+    """A capture's records one at a time: ``next_data()`` returns the next
+    record's data (None at the end) and leaves its timestamp, original length
+    and interface in ``ts``, ``wirelen`` and ``interface`` (the replay loop
+    reads them there, no tuple per record); iterating gives
+    ``(ts_ns, data, wirelen, interface)`` tuples."""
+
+    def __iter__(self) -> "_Records":
+        return self
+
+    def __next__(self) -> Tuple[int, bytes, int, int]:
+        data = self.next_data()
+        if data is None:
+            raise StopIteration
+        return (self.ts, data, self.wirelen, self.interface)
+
+    def next_data(self) -> Optional[bytes]:
+        raise NotImplementedError
+
+
+class _PcapngRecords(_Records):
+    """The ``(ts_ns, data, wirelen, interface)`` records of a pcapng file as _Records."""
+
+    def __init__(self, records: Iterator[Tuple[int, bytes, int, int]]):
+        self.records = records
+        self.ts = 0
+        self.wirelen = 0
+        self.interface = 0
+
+    def next_data(self) -> Optional[bytes]:
+        record = next(self.records, None)
+        if record is None:
+            return None
+        self.ts, data, self.wirelen, self.interface = record
+        return data
+
+
+class _PcapRecords(_Records):
+    """The records of a pcap file after its file header (interface 0).  The
+    file is read a chunk at a time into an immutable buffer; a record's header
+    is unpacked where it lies and its data is one slice of the buffer (the one
+    copy a record costs).  A record cut short by the end of the file is handed
+    to the reader's ``_truncated``."""
 
     def __init__(self, reader: "CaptureReader", first: bytes, offset: int):
         self.reader = reader
@@ -107,33 +149,33 @@ class _PcapRecords:
         self.eof = False
         self.done = False            # the end was reached (or an error raised): no more records
         self.index = 0               # records returned
-
-    def __iter__(self) -> "_PcapRecords":
-        return self
-
-    def __next__(self) -> Tuple[int, bytes, int, int]:
-        record = self.next_record()
-        if record is None:
-            raise StopIteration
-        return record
+        self.ts = 0                  # the last record's, as next_data leaves them
+        self.wirelen = 0
+        self.interface = 0
 
     def refill(self, need: int) -> None:
-        """Keep the unread tail and read whole chunks behind it until ``need``
-        bytes are buffered or the input ends: memory follows the bytes really
-        present, never what a record claims."""
+        """Keep the unread tail and read behind it until ``need`` bytes are
+        buffered or the input ends: memory follows the bytes really present,
+        never what a record claims.  With nothing left unread a whole chunk is
+        read and becomes the buffer as it is; a record cut by the end of the
+        buffer gets only the bytes it lacks (a chunk at most per read), so the
+        join copies that record, not a chunk."""
         parts = [self.buf[self.pos:self.end]]
         have = self.end - self.pos
         self.offset += self.pos
         while have < need and not self.eof:
             try:
-                chunk = self.stream.read(RECORD_CHUNK)
+                chunk = self.stream.read(min(need - have, RECORD_CHUNK) if have else RECORD_CHUNK)
             except READ_ERRORS as exc:
                 raise InputError(f"{self.name}: read error near byte offset {self.offset + have}: {exc}") from None
             if not chunk:
                 self.eof = True
-            else:
+            elif have:
                 parts.append(chunk)
                 have += len(chunk)
+            else:
+                parts[0] = chunk
+                have = len(chunk)
         self.buf = parts[0] if len(parts) == 1 else b"".join(parts)
         self.pos = 0
         self.end = have
@@ -143,8 +185,8 @@ class _PcapRecords:
         self.done = True
         self.reader._truncated(self.index + 1, at, detail)
 
-    def next_record(self) -> Optional[Tuple[int, bytes, int, int]]:
-        """The next record; None at the end of the file or after a record cut short."""
+    def next_data(self) -> Optional[bytes]:
+        """The next record's data; None at the end of the file or after a record cut short."""
         if self.done:
             return None
         if self.end - self.pos < 16 and not self.eof:
@@ -184,7 +226,10 @@ class _PcapRecords:
                 return None
         self.index += 1
         self.pos = stop
-        return (sec * 1_000_000_000 + fraction * self.fraction_ns, self.buf[pos + 16:stop], wirelen, 0)
+        self.ts = sec * 1_000_000_000 + fraction * self.fraction_ns
+        self.wirelen = wirelen
+        raw = self.buf          # read in place (a C pointer in the compiled build): pos + 16 <= stop <= end
+        return raw[pos + 16:stop]
 
 
 class CaptureReader:
@@ -479,12 +524,12 @@ class CaptureReader:
             return ((ts, data, wirelen) for ts, data, wirelen, _ in self._iter)
         return ((ts, data, wirelen) for ts, data, wirelen, _ in self._iter_pcapng())
 
-    def records_with_interface(self) -> Iterator[Tuple[int, bytes, int, int]]:
+    def records_with_interface(self) -> _Records:
         """(ts_ns, data, wirelen, interface id): pcapng interfaces are numbered in
         file order across sections; a pcap file has the one interface 0."""
         if self.format == "pcap":
             return self._iter                       # a pcap file's records carry interface 0
-        return self._iter_pcapng()
+        return _PcapngRecords(self._iter_pcapng())
 
     def _iter_pcapng(self):
         if self._first is not None:
@@ -532,9 +577,6 @@ class PcapWriter:
     64 KiB super-packet is never copied in user space.
     """
 
-    GATHER_BYTES = 1 << 20
-    GATHER_PIECES = 512                  # well below IOV_MAX (1024 on Linux)
-
     def __init__(self, path: str, linktype: int = LINKTYPE_ETHERNET, snaplen: int = 262144,
                  what: str = "output capture"):
         self.path = path
@@ -547,11 +589,11 @@ class PcapWriter:
 
     def write(self, ts_ns: int, data, wirelen: Optional[int] = None) -> None:
         n = len(data)
-        sec, nsec = divmod(ts_ns, 1_000_000_000)
-        if not 0 <= sec <= 0xFFFFFFFF:
+        if not 0 <= ts_ns < PCAP_TIME_LIMIT_NS:
             raise InputError(f"{self.path}: packet {self.packets + 1}: timestamp {ts_ns} ns cannot be stored "
                              "in a pcap file (before 1970 or after 2106)")
-        record = self._pack(sec, nsec, n, n if wirelen is None else wirelen)
+        ts = ts_ns                       # in range: a C integer in the compiled build
+        record = self._pack(ts // 1_000_000_000, ts % 1_000_000_000, n, n if wirelen is None else wirelen)
         self.packets += 1
         if type(data) is not bytes:
             data = bytes(data)           # the caller may change a bytearray after we return
@@ -559,7 +601,7 @@ class PcapWriter:
         pending.append(record)
         pending.append(data)
         self._pending_bytes += 16 + n
-        if self._pending_bytes >= self.GATHER_BYTES or len(pending) >= self.GATHER_PIECES:
+        if self._pending_bytes >= WRITE_GATHER_BYTES or len(pending) >= WRITE_GATHER_PIECES:
             self._flush_pending()
 
     def _flush_pending(self) -> None:

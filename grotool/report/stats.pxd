@@ -2,6 +2,7 @@
 # counters a delivery updates are C integers and the per-flow record a C
 # struct, so adding a delivery costs no attribute dictionary look-ups.
 import cython
+from grotool.engine.skb cimport Delivery
 
 cdef class FlowStats:
     cdef public object flow, interface, layers, layout
@@ -15,5 +16,6 @@ cdef class StatsCollector:
     cdef public tuple _ports
     cdef public Py_ssize_t packets_in, packets_out, super_packets, max_segs
 
+    # given the engine's deliveries (replay, api): a Delivery, whose fields are read as C struct fields
     @cython.locals(fs=FlowStats, segs=cython.Py_ssize_t, reasons=dict)
-    cpdef add(self, delivery)
+    cpdef add(self, Delivery delivery)
