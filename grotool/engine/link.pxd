@@ -1,6 +1,6 @@
 # Cython declarations for link.py (compiled build only).
 cimport cython
-from grotool.engine.skb cimport Skb
+from grotool.engine.skb cimport Skb, new_skb
 
 cdef class LinkLayer:
     cdef public int linktype

@@ -9,7 +9,7 @@ link header, so the L2 comparison is trivially equal.
 from __future__ import annotations
 
 from ..linktypes import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, RAW_LINKTYPES
-from .skb import Skb
+from .skb import Skb, new_skb
 
 # link type -> (link header length, offset of the 2-byte protocol field in it)
 HEADERS = {
@@ -37,14 +37,14 @@ class LinkLayer:
             data = bytes(data)          # a bytearray or memoryview from an API caller
         l2 = self.l2_len
         if self.proto_at < 0:
-            skb = Skb(data, ts, index, 0)
+            skb = new_skb(data, ts, index, 0, 0, b"")
             version = data[0] >> 4 if data else 0
             skb.protocol = 0x0800 if version == 4 else 0x86DD if version == 6 else 0
             return skb
         if len(data) >= l2:
             at = self.proto_at
             raw = data                  # read in place (a C pointer in the compiled build): l2 bytes are there
-            return Skb(data, ts, index, l2, 0, raw[at] << 8 | raw[at + 1], raw[:l2])
-        skb = Skb(data, ts, index, l2)
+            return new_skb(data, ts, index, l2, raw[at] << 8 | raw[at + 1], raw[:l2])
+        skb = new_skb(data, ts, index, l2, 0, b"")
         skb.flush = "not_ip_link"
         return skb
