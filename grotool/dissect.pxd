@@ -21,6 +21,7 @@ cdef class _Walk:
     cdef bint need(self, Py_ssize_t off, Py_ssize_t size, str what) except -1
 
 cdef tuple _IPV6_TEMPLATES
+cdef dict _ADDR_CACHE
 
 cpdef str addr_text(raw)
 @cython.locals(octets=cython.p_uchar, a=long, b=long, c=long, d=long, w0=long, w1=long, w2=long, w3=long,
