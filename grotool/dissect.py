@@ -32,7 +32,6 @@ was parsed up to the damage, with ``problem`` saying what stopped it.
 from __future__ import annotations
 
 import ipaddress
-from struct import unpack_from
 from typing import Any, Dict, FrozenSet, Iterable, NamedTuple, Optional, Tuple
 
 from .linktypes import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, RAW_LINKTYPES
@@ -182,17 +181,57 @@ class Dissection(NamedTuple):
 _ADDR_CACHE: Dict[bytes, str] = {}
 
 
+def _ipv6_template(zero_words: int) -> str:
+    """The str.format template of an IPv6 address whose zero 16-bit words are
+    the set bits of ``zero_words`` (bit i: word i), compressed as ipaddress
+    writes it: the first of the longest runs of two or more zero words is "::"."""
+    best_at = best_len = run_len = 0
+    for i in range(8):
+        run_len = run_len + 1 if zero_words >> i & 1 else 0
+        if run_len > best_len:
+            best_at, best_len = i - run_len + 1, run_len
+    words = ["{%d:x}" % i for i in range(8)]
+    if best_len < 2:
+        return ":".join(words)
+    return ":".join(words[:best_at]) + "::" + ":".join(words[best_at + best_len:])
+
+
+_IPV6_TEMPLATES = tuple(_ipv6_template(zero_words) for zero_words in range(256))
+
+
 def addr_text(raw: bytes) -> str:
     """An IPv4 or IPv6 address as text (cached: captures repeat few addresses)."""
     text = _ADDR_CACHE.get(raw)
     if text is None:
-        if len(raw) == 4:
-            text = "%d.%d.%d.%d" % (raw[0], raw[1], raw[2], raw[3])
-        else:
-            text = str(ipaddress.IPv6Address(bytes(raw)))
+        text = _addr_format(bytes(raw))
         if len(_ADDR_CACHE) < 100_000:
             _ADDR_CACHE[raw] = text
     return text
+
+
+def _addr_format(raw: bytes) -> str:
+    """4 bytes as a dotted quad; 16 as str(ipaddress.IPv6Address(raw)) writes
+    them, without building the address objects (they made up a third of naming
+    a new flow)."""
+    octets = raw
+    if len(raw) == 4:
+        a, b, c, d = octets[0], octets[1], octets[2], octets[3]
+        return f"{a}.{b}.{c}.{d}"
+    if len(raw) != 16:
+        return str(ipaddress.IPv6Address(raw))      # raises as ipaddress does
+    w0 = (octets[0] << 8) | octets[1]
+    w1 = (octets[2] << 8) | octets[3]
+    w2 = (octets[4] << 8) | octets[5]
+    w3 = (octets[6] << 8) | octets[7]
+    w4 = (octets[8] << 8) | octets[9]
+    w5 = (octets[10] << 8) | octets[11]
+    w6 = (octets[12] << 8) | octets[13]
+    w7 = (octets[14] << 8) | octets[15]
+    zero_words = ((w0 == 0) | ((w1 == 0) << 1) | ((w2 == 0) << 2) | ((w3 == 0) << 3) | ((w4 == 0) << 4)
+                  | ((w5 == 0) << 5) | ((w6 == 0) << 6) | ((w7 == 0) << 7))
+    if (zero_words & 0x1F) == 0x1F and w5 == 0xFFFF:
+        return str(ipaddress.IPv6Address(raw))      # IPv4-mapped: Python 3.13 writes its IPv4 part dotted
+    return _IPV6_TEMPLATES[zero_words].format(w0, w1, w2, w3, w4, w5, w6, w7)
 
 
 def tcp_options(raw: bytes) -> Tuple[Tuple[int, bytes], ...]:
@@ -214,20 +253,60 @@ def tcp_options(raw: bytes) -> Tuple[Tuple[int, bytes], ...]:
     return tuple(out)
 
 
+# The named tuples are built with tuple.__new__: their own __new__ is a Python
+# function, a frame per header, which cost more than reading the header.
+_new = tuple.__new__
+
+
 class _Walk:
-    """Mutable state of one dissection, frozen into a Dissection at the end."""
+    """One dissection under way: the Dissection's fields as they are found.
 
-    __slots__ = ("data", "n", "frame_len", "layers", "problem", "vals", "tunnels", "checksums")
+    ``records``: also keep each layer's fields and the checksum fields
+    (naming a flow needs neither, and they are most of the work)."""
 
-    def __init__(self, data, frame_len: int):
+    __slots__ = ("data", "n", "frame_len", "records", "layers", "problem", "tunnels", "checksums", "vlans",
+                 "ethertype", "family", "l3", "src", "dst", "ip_proto", "fragment", "frag_header", "l3_end",
+                 "l3_ok", "l4", "l4_proto", "sport", "dport", "payload_off", "payload_len", "check_at", "seq", "ack",
+                 "tcp_flags", "window")
+
+    def __init__(self, data: bytes, frame_len: int, records: bool):
         self.data = data
         self.n = len(data)
         self.frame_len = frame_len
+        self.records = records
         self.layers = []
         self.problem: Optional[str] = None
-        self.vals: Dict[str, Any] = {}
         self.tunnels = []
         self.checksums = []
+        self.vlans: Tuple[int, ...] = ()
+        self.ethertype: Optional[int] = None
+        self.no_inner()
+
+    def no_inner(self) -> None:
+        """No innermost IP packet (yet): its fields as Dissection defaults them."""
+        self.family = self.l3 = self.src = self.dst = self.ip_proto = self.l3_end = self.l4 = None
+        self.fragment = self.frag_header = self.l3_ok = False
+        self.no_transport()
+
+    def no_transport(self) -> None:
+        self.l4_proto = self.sport = self.dport = self.payload_off = self.check_at = None
+        self.seq = self.ack = self.window = None
+        self.payload_len = self.tcp_flags = 0
+
+    def found_ip(self, family: int, l3: int, proto: int, l4: int, end: int, src: bytes, dst: bytes,
+                 fragment: bool, frag_header: bool, ok: bool) -> None:
+        """An IP header parsed at l3: it is the innermost packet now."""
+        self.family = family
+        self.l3 = l3
+        self.src = src
+        self.dst = dst
+        self.ip_proto = proto
+        self.fragment = fragment
+        self.frag_header = frag_header
+        self.l3_end = end
+        self.l3_ok = ok
+        self.l4 = l4
+        self.no_transport()
 
     def fail(self, text: str) -> None:
         if self.problem is None:
@@ -240,6 +319,12 @@ class _Walk:
         return False
 
 
+def _word32(raw, at: int) -> int:
+    """The big-endian 32-bit word at ``at`` (in range)."""
+    top = raw[at]           # a C long in the compiled build: shifted by 24 it must not overflow an int
+    return (top << 24) | (raw[at + 1] << 16) | (raw[at + 2] << 8) | raw[at + 3]
+
+
 def dissect(data, linktype: int = LINKTYPE_ETHERNET, *, wirelen: Optional[int] = None,
             vxlan_ports: Iterable[int] = DEFAULT_VXLAN_PORTS,
             geneve_ports: Iterable[int] = DEFAULT_GENEVE_PORTS) -> Dissection:
@@ -250,68 +335,94 @@ def dissect(data, linktype: int = LINKTYPE_ETHERNET, *, wirelen: Optional[int] =
     destination port in ``vxlan_ports`` / ``geneve_ports`` is looked into as
     VXLAN / GENEVE; pass empty sets to treat it as plain UDP.
     """
-    data = bytes(data) if not isinstance(data, (bytes, bytearray, memoryview)) else data
+    data = data if type(data) is bytes else bytes(data)
     frame_len = max(wirelen or 0, len(data))
-    walk = _Walk(data, frame_len)
     vxlan = vxlan_ports if isinstance(vxlan_ports, (set, frozenset)) else frozenset(vxlan_ports)
     geneve = geneve_ports if isinstance(geneve_ports, (set, frozenset)) else frozenset(geneve_ports)
     linktype = LINKTYPE_ETHERNET if linktype is None else linktype
-    off, etype, vlans = _link(walk, linktype)
-    walk.vals["vlans"] = vlans
-    walk.vals["ethertype"] = etype
-    if off is not None:
-        _network(walk, off, etype, frame_len, vxlan, geneve)
-    return Dissection(linktype, len(data), frame_len, tuple(walk.layers), walk.problem,
-                      tunnels=tuple(walk.tunnels), checksums=tuple(walk.checksums), **walk.vals)
+    w = walk_frame(data, linktype, frame_len, vxlan, geneve, True)
+    return Dissection(linktype, w.n, frame_len, tuple(w.layers), w.problem, vlans=w.vlans, ethertype=w.ethertype,
+                      tunnels=tuple(w.tunnels), family=w.family, l3=w.l3, src=w.src, dst=w.dst,
+                      ip_proto=w.ip_proto, fragment=w.fragment, frag_header=w.frag_header, l3_end=w.l3_end,
+                      l3_ok=w.l3_ok, l4=w.l4, l4_proto=w.l4_proto, sport=w.sport, dport=w.dport,
+                      payload_off=w.payload_off, payload_len=w.payload_len, check_at=w.check_at, seq=w.seq,
+                      ack=w.ack, tcp_flags=w.tcp_flags, window=w.window, checksums=tuple(w.checksums))
+
+
+def walk_frame(data: bytes, linktype: int, frame_len: int, vxlan, geneve, records: bool) -> _Walk:
+    """dissect() on arguments already in shape (bytes, a link type, sets of
+    ports), left as the walk's state: a Dissection's fields, without the
+    per-layer records and checksums unless ``records``."""
+    w = _Walk(data, frame_len, records)
+    off = _link(w, linktype)
+    if off >= 0:
+        _network(w, off, w.ethertype, frame_len, vxlan, geneve)
+    return w
 
 
 # -----------------------------------------------------------------------------
 # link layer
 # -----------------------------------------------------------------------------
-def _link(walk: _Walk, linktype: int):
-    """(offset of the link payload or None, its ethertype, link VLAN IDs)."""
-    data, n = walk.data, walk.n
+def _link(walk: _Walk, linktype: int) -> int:
+    """Sets the link VLAN IDs and the ethertype; the offset of the link payload,
+    or -1 when there is none to parse."""
+    data = walk.data
     if linktype == LINKTYPE_ETHERNET:
         if not walk.need(0, 14, "Ethernet"):
-            return None, None, ()
+            return -1
         etype = (data[12] << 8) | data[13]
-        walk.layers.append(Layer("eth", 0, 14, (("dst", bytes(data[0:6])), ("src", bytes(data[6:12])),
-                                                ("ethertype", etype))))
-        return _vlan_tags(walk, 14, etype)
+        if walk.records:
+            walk.layers.append(_new(Layer, ("eth", 0, 14, (("dst", data[0:6]), ("src", data[6:12]),
+                                                           ("ethertype", etype)))))
+        off, walk.ethertype, walk.vlans = _vlan_tags(walk, 14, etype)
+        return off
     if linktype == LINKTYPE_LINUX_SLL:
         if not walk.need(0, 16, "Linux SLL"):
-            return None, None, ()
-        pkttype, hatype, alen = unpack_from("!HHH", data, 0)
+            return -1
         etype = (data[14] << 8) | data[15]
-        walk.layers.append(Layer("sll", 0, 16, (("pkttype", pkttype), ("hatype", hatype),
-                                                ("addr", bytes(data[6:6 + min(alen, 8)])), ("protocol", etype))))
-        return _vlan_tags(walk, 16, etype)
+        if walk.records:
+            alen = (data[4] << 8) | data[5]
+            walk.layers.append(_new(Layer, ("sll", 0, 16, (("pkttype", (data[0] << 8) | data[1]),
+                                                           ("hatype", (data[2] << 8) | data[3]),
+                                                           ("addr", data[6:6 + min(alen, 8)]),
+                                                           ("protocol", etype)))))
+        off, walk.ethertype, walk.vlans = _vlan_tags(walk, 16, etype)
+        return off
     if linktype == LINKTYPE_LINUX_SLL2:
         if not walk.need(0, 20, "Linux SLL2"):
-            return None, None, ()
-        etype, _reserved, ifindex, hatype = unpack_from("!HHIH", data, 0)
-        alen = data[11]
-        walk.layers.append(Layer("sll2", 0, 20, (("protocol", etype), ("ifindex", ifindex), ("hatype", hatype),
-                                                 ("pkttype", data[10]), ("addr", bytes(data[12:12 + min(alen, 8)])))))
-        return _vlan_tags(walk, 20, etype)
+            return -1
+        etype = (data[0] << 8) | data[1]
+        if walk.records:
+            alen = data[11]
+            walk.layers.append(_new(Layer, ("sll2", 0, 20, (("protocol", etype), ("ifindex", _word32(data, 4)),
+                                                            ("hatype", (data[8] << 8) | data[9]),
+                                                            ("pkttype", data[10]),
+                                                            ("addr", data[12:12 + min(alen, 8)])))))
+        off, walk.ethertype, walk.vlans = _vlan_tags(walk, 20, etype)
+        return off
     if linktype in RAW_LINKTYPES:
-        if not n:
+        if not walk.n:
             walk.fail("empty raw IP record")
-            return None, None, ()
+            return -1
         version = data[0] >> 4
         if version == 4:
-            return 0, ETH_P_IP, ()
+            walk.ethertype = ETH_P_IP
+            return 0
         if version == 6:
-            return 0, ETH_P_IPV6, ()
+            walk.ethertype = ETH_P_IPV6
+            return 0
         walk.fail(f"raw IP record with IP version {version}")
-        return None, 0, ()
+        walk.ethertype = 0
+        return -1
     walk.fail(f"unsupported link type {linktype}")
-    return None, None, ()
+    return -1
 
 
 def _vlan_tags(walk: _Walk, off: int, etype: int):
     """Skip 802.1Q/802.1ad tags: (payload offset, ethertype, VLAN IDs)."""
     data = walk.data
+    if etype not in VLAN_TPIDS:
+        return off, etype, ()
     vlans = []
     while etype in VLAN_TPIDS:
         if len(vlans) >= MAX_VLAN_TAGS:
@@ -321,8 +432,10 @@ def _vlan_tags(walk: _Walk, off: int, etype: int):
             return off, etype, tuple(vlans)
         tci = (data[off] << 8) | data[off + 1]
         inner = (data[off + 2] << 8) | data[off + 3]
-        walk.layers.append(Layer("vlan", off, 4, (("tpid", etype), ("pcp", tci >> 13), ("dei", (tci >> 12) & 1),
-                                                  ("vid", tci & 0x0FFF), ("ethertype", inner))))
+        if walk.records:
+            walk.layers.append(_new(Layer, ("vlan", off, 4, (("tpid", etype), ("pcp", tci >> 13),
+                                                             ("dei", (tci >> 12) & 1), ("vid", tci & 0x0FFF),
+                                                             ("ethertype", inner)))))
         vlans.append(tci & 0x0FFF)
         etype = inner
         off += 4
@@ -332,31 +445,37 @@ def _vlan_tags(walk: _Walk, off: int, etype: int):
 # -----------------------------------------------------------------------------
 # network layer and tunnels
 # -----------------------------------------------------------------------------
-def _ip_header(walk: _Walk, off: int, etype: int, limit: int):
-    """Parse the IP header at off.  (family, proto, l4 offset, declared end,
-    src, dst, fragment, IPv6 fragment header, consistent) or None when there is
-    no usable header."""
-    data, n = walk.data, walk.n
+def _ip_header(walk: _Walk, off: int, etype: int, limit: int) -> bool:
+    """Parse the IP header at off; when it is usable, it becomes the walk's
+    innermost packet (True)."""
+    data = walk.data
+    records = walk.records
     if etype == ETH_P_IP:
         if not walk.need(off, 20, "IPv4"):
-            return None
-        if data[off] >> 4 != 4:
-            walk.fail(f"IPv4 ethertype but IP version {data[off] >> 4}")
-            return None
+            return False
+        version = data[off] >> 4
+        if version != 4:
+            walk.fail(f"IPv4 ethertype but IP version {version}")
+            return False
         ihl = (data[off] & 0x0F) * 4
-        tos, tot, ident, frag, ttl, proto, check = unpack_from("!BHHHBBH", data, off + 1)
-        src, dst = bytes(data[off + 12:off + 16]), bytes(data[off + 16:off + 20])
-        fields = (("ihl", ihl), ("tos", tos), ("total_length", tot), ("id", ident), ("df", bool(frag & 0x4000)),
-                  ("mf", bool(frag & 0x2000)), ("frag_offset", (frag & 0x1FFF) * 8), ("ttl", ttl),
-                  ("proto", proto), ("checksum", check), ("src", src), ("dst", dst),
-                  ("options", bytes(data[off + 20:off + max(20, ihl)])))
-        walk.layers.append(Layer("ipv4", off, ihl, fields))
+        tot = (data[off + 2] << 8) | data[off + 3]
+        frag = (data[off + 6] << 8) | data[off + 7]
+        proto = data[off + 9]
+        src, dst = data[off + 12:off + 16], data[off + 16:off + 20]
+        if records:
+            fields = (("ihl", ihl), ("tos", data[off + 1]), ("total_length", tot),
+                      ("id", (data[off + 4] << 8) | data[off + 5]), ("df", bool(frag & 0x4000)),
+                      ("mf", bool(frag & 0x2000)), ("frag_offset", (frag & 0x1FFF) * 8), ("ttl", data[off + 8]),
+                      ("proto", proto), ("checksum", (data[off + 10] << 8) | data[off + 11]), ("src", src),
+                      ("dst", dst), ("options", walk.data[off + 20:off + max(20, ihl)]))
+            walk.layers.append(_new(Layer, ("ipv4", off, ihl, fields)))
         if ihl < 20:
             walk.fail(f"IPv4 header length {ihl} < 20")
-            return None
+            return False
         if not walk.need(off, ihl, "IPv4 (with options)"):
-            return None
-        walk.checksums.append(Checksum("ipv4", off + 10, off, off + ihl, ihl))
+            return False
+        if records:
+            walk.checksums.append(_new(Checksum, ("ipv4", off + 10, off, off + ihl, ihl, 0, b"", b"", 0)))
         if tot == 0:
             end, ok = limit, True                   # IPv4 BIG TCP: the length is the frame's
         else:
@@ -365,19 +484,25 @@ def _ip_header(walk: _Walk, off: int, etype: int, limit: int):
             if not ok:
                 walk.fail(f"IPv4 total length {tot} does not fit " +
                           ("its header" if tot < ihl else f"the {limit - off} bytes available"))
-        return 4, proto, off + ihl, end, src, dst, bool(frag & 0x3FFF), False, ok
+        walk.found_ip(4, off, proto, off + ihl, end, src, dst, bool(frag & 0x3FFF), False, ok)
+        return True
     if etype == ETH_P_IPV6:
         if not walk.need(off, 40, "IPv6"):
-            return None
-        if data[off] >> 4 != 6:
-            walk.fail(f"IPv6 ethertype but IP version {data[off] >> 4}")
-            return None
-        first, plen, proto, hop = unpack_from("!IHBB", data, off)
-        src, dst = bytes(data[off + 8:off + 24]), bytes(data[off + 24:off + 40])
-        walk.layers.append(Layer("ipv6", off, 40, (("tc", (first >> 20) & 0xFF), ("flow_label", first & 0xFFFFF),
-                                                   ("payload_length", plen), ("next_header", proto),
-                                                   ("hop_limit", hop), ("src", src), ("dst", dst))))
-        end = off + 40 + plen if plen else None
+            return False
+        version = data[off] >> 4
+        if version != 6:
+            walk.fail(f"IPv6 ethertype but IP version {version}")
+            return False
+        plen = (data[off + 4] << 8) | data[off + 5]
+        proto = data[off + 6]
+        src, dst = data[off + 8:off + 24], data[off + 24:off + 40]
+        if records:
+            walk.layers.append(_new(Layer, ("ipv6", off, 40, (
+                ("tc", ((data[off] & 0x0F) << 4) | (data[off + 1] >> 4)),
+                ("flow_label", ((data[off + 1] & 0x0F) << 16) | (data[off + 2] << 8) | data[off + 3]),
+                ("payload_length", plen), ("next_header", proto), ("hop_limit", data[off + 7]),
+                ("src", src), ("dst", dst)))))
+        end = off + 40 + plen if plen else -1       # -1: not known yet
         l4 = off + 40
         fragment = frag_header = False
         complete = True
@@ -393,108 +518,98 @@ def _ip_header(walk: _Walk, off: int, etype: int, limit: int):
                 complete = False
                 break
             nxt = data[l4]
+            fields = ()
             if proto == 44:
                 word = (data[l4 + 2] << 8) | data[l4 + 3]
-                ident = unpack_from("!I", data, l4 + 4)[0]
                 hlen = 8
-                fields = (("next_header", nxt), ("frag_offset", word & 0xFFF8), ("mf", bool(word & 1)), ("id", ident))
+                if records:
+                    fields = (("next_header", nxt), ("frag_offset", word & 0xFFF8), ("mf", bool(word & 1)),
+                              ("id", _word32(data, l4 + 4)))
                 fragment = fragment or bool(word & 0xFFF9)
                 frag_header = True
             else:
                 hlen = (data[l4 + 1] + 1) * 8
-                fields = (("next_header", nxt), ("length", hlen))
-                if proto == 43:
-                    fields += (("routing_type", data[l4 + 2]), ("segments_left", data[l4 + 3]))
-                elif proto == 0 and plen == 0:
-                    jumbo = _jumbo_length(data, l4, hlen)
-                    if jumbo is not None:
+                if records:
+                    fields = (("next_header", nxt), ("length", hlen))
+                    if proto == 43:
+                        fields += (("routing_type", data[l4 + 2]), ("segments_left", data[l4 + 3]))
+                if proto == 0 and plen == 0:
+                    jumbo = _jumbo_length(data, walk.n, l4, hlen)
+                    if jumbo >= 0:
                         end = off + 40 + jumbo
-                        fields += (("jumbo_length", jumbo),)
-            walk.layers.append(Layer(name, l4, hlen, fields))
+                        if records:
+                            fields += (("jumbo_length", jumbo),)
+            if records:
+                walk.layers.append(_new(Layer, (name, l4, hlen, fields)))
             proto, l4 = nxt, l4 + hlen
             if fragment:
                 break
-        if end is None:
+        if end < 0:
             end = limit                             # no payload length and no jumbo option: the frame's
         ok = complete and l4 <= end <= limit
         if complete and not ok:
             walk.fail(f"IPv6 payload length {end - off - 40} does not fit "
                       + ("its extension headers" if l4 > end else f"the {limit - off - 40} bytes available"))
-        return 6, proto, l4, end, src, dst, fragment, frag_header, ok and complete
-    return None
+        walk.found_ip(6, off, proto, l4, end, src, dst, fragment, frag_header, ok and complete)
+        return True
+    return False
 
 
-def _jumbo_length(data, start: int, hlen: int) -> Optional[int]:
-    """The Jumbo Payload option's length in the Hop-by-Hop header at start, if any."""
-    pos, stop = start + 2, min(start + hlen, len(data))
+def _jumbo_length(data, n: int, start: int, hlen: int) -> int:
+    """The Jumbo Payload option's length in the Hop-by-Hop header at start, or -1."""
+    pos, stop = start + 2, min(start + hlen, n)
     while pos + 2 <= stop:
         otype = data[pos]
         if otype == 0:                              # Pad1
             pos += 1
             continue
         olen = data[pos + 1]
-        if otype == 0xC2 and olen == 4 and pos + 6 <= len(data):
-            return unpack_from("!I", data, pos + 2)[0]
+        if otype == 0xC2 and olen == 4 and pos + 6 <= n:
+            return _word32(data, pos + 2)
         pos += 2 + olen
-    return None
+    return -1
 
 
 def _network(walk: _Walk, off: int, etype: int, limit: int, vxlan, geneve) -> None:
     """IP headers, tunnels and the transport from off (a link payload of etype)."""
-    vals = walk.vals
     for _depth in range(MAX_IP_HEADERS):
-        if etype not in (ETH_P_IP, ETH_P_IPV6):
+        if etype != ETH_P_IP and etype != ETH_P_IPV6:
             return                                  # not IP: named by its ethertype
-        ip = _ip_header(walk, off, etype, min(limit, walk.frame_len))
-        if ip is None:
+        if not _ip_header(walk, off, etype, min(limit, walk.frame_len)):
             return
-        family, proto, l4, end, src, dst, fragment, frag_header, ok = ip
-        vals.update(family=family, l3=off, src=src, dst=dst, ip_proto=proto, fragment=fragment,
-                    frag_header=frag_header, l3_end=end,
-                    l3_ok=ok, l4=l4, l4_proto=None, sport=None, dport=None, payload_off=None, payload_len=0,
-                    check_at=None, seq=None, ack=None, tcp_flags=0, window=None)
-        if fragment:
+        if walk.fragment:
             return                                  # no transport header to speak of
-        if proto in (IPPROTO_IPIP, IPPROTO_IPV6):
+        family, proto, l4, end, src, dst = walk.family, walk.ip_proto, walk.l4, walk.l3_end, walk.src, walk.dst
+        if proto == IPPROTO_IPIP or proto == IPPROTO_IPV6:
             inner_etype = ETH_P_IP if proto == IPPROTO_IPIP else ETH_P_IPV6
             if not _inner_ip_present(walk, l4, inner_etype, "inner IP"):
                 return
-            walk.tunnels.append(Tunnel(_IPIP_KIND[(family, proto)], family, src, dst, proto, None, None, None, (),
-                                       off, l4))
-            vals["ethertype"] = inner_etype
+            walk.tunnels.append(_new(Tunnel, (_IPIP_KIND[(family, proto)], family, src, dst, proto, None, None, None,
+                                              (), off, l4)))
+            walk.ethertype = inner_etype
             off, etype, limit = l4, inner_etype, end
             continue
         if proto == IPPROTO_GRE:
-            nxt = _gre(walk, off, family, src, dst, l4, end)
-            if nxt is None:
-                return
-            off, etype, limit = nxt
-            continue
-        if proto == IPPROTO_TCP:
+            off = _gre(walk, off, family, src, dst, l4, end)
+        elif proto == IPPROTO_TCP:
             _tcp(walk, l4, end, family, src, dst)
             return
-        if proto == IPPROTO_UDP:
+        elif proto == IPPROTO_UDP:
             if not _udp(walk, l4, end, family, src, dst):
                 return
-            dport = vals["dport"]
+            dport = walk.dport
             if dport in vxlan:
-                nxt = _vxlan(walk, off, family, src, dst, l4, end)
+                off = _vxlan(walk, off, family, src, dst, l4, end)
             elif dport in geneve:
-                nxt = _geneve(walk, off, family, src, dst, l4, end)
+                off = _geneve(walk, off, family, src, dst, l4, end)
             else:
                 return
-            if nxt is None:
-                return
-            off, etype, limit = nxt
-            continue
-        return
+        else:
+            return
+        if off < 0:
+            return
+        etype, limit = walk.ethertype, end          # into the encapsulated packet
     walk.fail(f"more than {MAX_IP_HEADERS} nested IP headers")
-
-
-_NO_INNER = dict(family=None, l3=None, src=None, dst=None, ip_proto=None, fragment=False, frag_header=False,
-                 l3_end=None, l3_ok=False,
-                 l4=None, l4_proto=None, sport=None, dport=None, payload_off=None, payload_len=0, check_at=None,
-                 seq=None, ack=None, tcp_flags=0, window=None)
 
 
 def _inner_ip_present(walk: _Walk, off: int, etype: int, what: str) -> bool:
@@ -510,40 +625,38 @@ def _inner_ip_present(walk: _Walk, off: int, etype: int, what: str) -> bool:
     return True
 
 
-def _inner_ethernet(walk: _Walk, off: int):
-    """(payload offset, ethertype, VLAN IDs) of an encapsulated Ethernet header, or None."""
-    data = walk.data
-    if not walk.need(off, 14, "inner Ethernet"):
-        return None
-    etype = (data[off + 12] << 8) | data[off + 13]
-    walk.layers.append(Layer("eth", off, 14, (("dst", bytes(data[off:off + 6])), ("src", bytes(data[off + 6:off + 12])),
-                                              ("ethertype", etype))))
-    return _vlan_tags(walk, off + 14, etype)
-
-
 def _enter(walk: _Walk, kind: str, family: int, src: bytes, dst: bytes, ip_proto: int, key, sport, dport,
-           outer_l3: int, inner: int, etype_inner: int, ethernet: bool, end: int):
-    """Step into an encapsulated packet at ``inner``: (offset, ethertype, limit) or None."""
+           outer_l3: int, inner: int, etype_inner: int, ethernet: bool) -> int:
+    """Step into an encapsulated packet at ``inner``: its (IP) offset, its
+    ethertype set as the walk's; -1 when it cannot be entered."""
     vlans: Tuple[int, ...] = ()
     off, etype = inner, etype_inner
     if ethernet:
-        eth = _inner_ethernet(walk, inner)
-        if eth is None:
-            return None
-        off, etype, vlans = eth
+        data = walk.data
+        if not walk.need(inner, 14, "inner Ethernet"):
+            return -1
+        etype = (data[inner + 12] << 8) | data[inner + 13]
+        if walk.records:
+            walk.layers.append(_new(Layer, ("eth", inner, 14, (("dst", data[inner:inner + 6]),
+                                                               ("src", data[inner + 6:inner + 12]),
+                                                               ("ethertype", etype)))))
+        off, etype, vlans = _vlan_tags(walk, inner + 14, etype)
     elif not _inner_ip_present(walk, inner, etype_inner, f"{kind} inner IP"):
-        return None
-    walk.tunnels.append(Tunnel(kind, family, src, dst, ip_proto, key, sport, dport, vlans, outer_l3, inner))
-    walk.vals.update(_NO_INNER, ethertype=etype)    # the innermost packet is now the encapsulated one
-    return off, etype, end
+        return -1
+    walk.tunnels.append(_new(Tunnel, (kind, family, src, dst, ip_proto, key, sport, dport, vlans, outer_l3, inner)))
+    walk.no_inner()                                 # the innermost packet is now the encapsulated one
+    walk.ethertype = etype
+    return off
 
 
-def _gre(walk: _Walk, outer_l3: int, family: int, src: bytes, dst: bytes, off: int, end: int):
+def _gre(walk: _Walk, outer_l3: int, family: int, src: bytes, dst: bytes, off: int, end: int) -> int:
     """The GRE header at off (RFC 2784/2890; version 1 of RFC 2637 for its length)."""
     data = walk.data
+    records = walk.records
     if not walk.need(off, 4, "GRE"):
-        return None
-    flags, proto = unpack_from("!HH", data, off)
+        return -1
+    flags = (data[off] << 8) | data[off + 1]
+    proto = (data[off + 2] << 8) | data[off + 3]
     version = flags & 0x7
     csum_flag, routing, key_flag, seq_flag = flags & 0x8000, flags & 0x4000, flags & 0x2000, flags & 0x1000
     if version == 0:
@@ -551,93 +664,101 @@ def _gre(walk: _Walk, outer_l3: int, family: int, src: bytes, dst: bytes, off: i
     elif version == 1:                              # PPTP's enhanced GRE: key is length + call ID
         hlen = 8 + 4 * bool(seq_flag) + 4 * bool(flags & 0x0080)
     else:
-        walk.layers.append(Layer("gre", off, 4, (("flags", flags), ("version", version), ("protocol", proto))))
+        if records:
+            walk.layers.append(_new(Layer, ("gre", off, 4, (("flags", flags), ("version", version),
+                                                            ("protocol", proto)))))
         walk.fail(f"GRE version {version}")
-        return None
-    fields = [("flags", flags), ("version", version), ("protocol", proto), ("checksum_present", bool(csum_flag)),
-              ("key_present", bool(key_flag)), ("seq_present", bool(seq_flag)), ("routing_present", bool(routing))]
+        return -1
+    fields = []
+    if records:
+        fields = [("flags", flags), ("version", version), ("protocol", proto),
+                  ("checksum_present", bool(csum_flag)), ("key_present", bool(key_flag)),
+                  ("seq_present", bool(seq_flag)), ("routing_present", bool(routing))]
     key = None
     if walk.n >= off + hlen:
         pos = off + 4
         if (csum_flag or routing) and version == 0:
-            fields.append(("checksum", (data[pos] << 8) | data[pos + 1]))
+            if records:
+                fields.append(("checksum", (data[pos] << 8) | data[pos + 1]))
             pos += 4
         if key_flag or version == 1:
-            key = unpack_from("!I", data, pos)[0]
+            key = _word32(data, pos)
             if version == 1:
                 key &= 0xFFFF                       # the call ID
-            fields.append(("key", key))
+            if records:
+                fields.append(("key", key))
             pos += 4
-        if seq_flag:
-            fields.append(("seq", unpack_from("!I", data, pos)[0]))
-    walk.layers.append(Layer("gre", off, hlen, tuple(fields)))
+        if seq_flag and records:
+            fields.append(("seq", _word32(data, pos)))
+    if records:
+        walk.layers.append(_new(Layer, ("gre", off, hlen, tuple(fields))))
     if not walk.need(off, hlen, "GRE"):
-        return None
-    if csum_flag and not routing and version == 0:
-        walk.checksums.append(Checksum("gre", off + 4, off, end, hlen))
+        return -1
+    if csum_flag and not routing and version == 0 and records:
+        walk.checksums.append(_new(Checksum, ("gre", off + 4, off, end, hlen, 0, b"", b"", 0)))
     if routing or version != 0:
-        return None                                 # source routing / PPP payloads are not looked into
+        return -1                                   # source routing / PPP payloads are not looked into
     if proto == ETH_P_TEB:
         kind = "gretap" if family == 4 else "ip6gretap"
-        return _enter(walk, kind, family, src, dst, IPPROTO_GRE, key, None, None, outer_l3, off + hlen, 0, True, end)
-    if proto in (ETH_P_IP, ETH_P_IPV6):
+        return _enter(walk, kind, family, src, dst, IPPROTO_GRE, key, None, None, outer_l3, off + hlen, 0, True)
+    if proto == ETH_P_IP or proto == ETH_P_IPV6:
         kind = "gre" if family == 4 else "ip6gre"
-        return _enter(walk, kind, family, src, dst, IPPROTO_GRE, key, None, None, outer_l3, off + hlen, proto,
-                      False, end)
-    return None
+        return _enter(walk, kind, family, src, dst, IPPROTO_GRE, key, None, None, outer_l3, off + hlen, proto, False)
+    return -1
 
 
-def _vxlan(walk: _Walk, outer_l3: int, family: int, src: bytes, dst: bytes, l4: int, end: int):
+def _vxlan(walk: _Walk, outer_l3: int, family: int, src: bytes, dst: bytes, l4: int, end: int) -> int:
     """VXLAN (RFC 7348) after the UDP header at l4: an Ethernet frame follows."""
     data = walk.data
     off = l4 + 8
     if not walk.need(off, 8, "VXLAN"):
-        return None
+        return -1
     flags = data[off]
     vni = (data[off + 4] << 16) | (data[off + 5] << 8) | data[off + 6]
-    walk.layers.append(Layer("vxlan", off, 8, (("flags", flags), ("vni", vni))))
+    if walk.records:
+        walk.layers.append(_new(Layer, ("vxlan", off, 8, (("flags", flags), ("vni", vni)))))
     if not flags & 0x08:
-        return None                                 # no I flag: not a VXLAN frame we can name
-    return _enter(walk, "vxlan", family, src, dst, IPPROTO_UDP, vni, walk.vals["sport"], walk.vals["dport"],
-                  outer_l3, off + 8, 0, True, end)
+        return -1                                   # no I flag: not a VXLAN frame we can name
+    return _enter(walk, "vxlan", family, src, dst, IPPROTO_UDP, vni, walk.sport, walk.dport, outer_l3, off + 8, 0,
+                  True)
 
 
-def _geneve(walk: _Walk, outer_l3: int, family: int, src: bytes, dst: bytes, l4: int, end: int):
+def _geneve(walk: _Walk, outer_l3: int, family: int, src: bytes, dst: bytes, l4: int, end: int) -> int:
     """GENEVE (RFC 8926) after the UDP header at l4, options included."""
     data = walk.data
     off = l4 + 8
     if not walk.need(off, 8, "GENEVE"):
-        return None
+        return -1
     version, optlen = data[off] >> 6, (data[off] & 0x3F) * 4
-    oam, critical = bool(data[off + 1] & 0x80), bool(data[off + 1] & 0x40)
     proto = (data[off + 2] << 8) | data[off + 3]
     vni = (data[off + 4] << 16) | (data[off + 5] << 8) | data[off + 6]
     hlen = 8 + optlen
-    options = _geneve_options(data, off + 8, min(off + hlen, walk.n))
-    walk.layers.append(Layer("geneve", off, hlen, (("version", version), ("opt_len", optlen), ("oam", oam),
-                                                   ("critical", critical), ("protocol", proto), ("vni", vni),
-                                                   ("options", options))))
+    if walk.records:
+        options = _geneve_options(data, off + 8, min(off + hlen, walk.n))
+        walk.layers.append(_new(Layer, ("geneve", off, hlen, (
+            ("version", version), ("opt_len", optlen), ("oam", bool(data[off + 1] & 0x80)),
+            ("critical", bool(data[off + 1] & 0x40)), ("protocol", proto), ("vni", vni), ("options", options)))))
     if version != 0:
-        return None
+        return -1
     if not walk.need(off, hlen, "GENEVE (with options)"):
-        return None
+        return -1
     if proto == ETH_P_TEB:
-        return _enter(walk, "geneve", family, src, dst, IPPROTO_UDP, vni, walk.vals["sport"], walk.vals["dport"],
-                      outer_l3, off + hlen, 0, True, end)
-    if proto in (ETH_P_IP, ETH_P_IPV6):
-        return _enter(walk, "geneve", family, src, dst, IPPROTO_UDP, vni, walk.vals["sport"], walk.vals["dport"],
-                      outer_l3, off + hlen, proto, False, end)
-    return None
+        return _enter(walk, "geneve", family, src, dst, IPPROTO_UDP, vni, walk.sport, walk.dport, outer_l3,
+                      off + hlen, 0, True)
+    if proto == ETH_P_IP or proto == ETH_P_IPV6:
+        return _enter(walk, "geneve", family, src, dst, IPPROTO_UDP, vni, walk.sport, walk.dport, outer_l3,
+                      off + hlen, proto, False)
+    return -1
 
 
 def _geneve_options(data, pos: int, stop: int) -> Tuple[Tuple[int, int, bytes], ...]:
-    """(class, type, data) of each GENEVE option between pos and stop."""
+    """(class, type, data) of each GENEVE option between pos and stop (in range)."""
     out = []
     while pos + 4 <= stop and len(out) < 64:
         cls = (data[pos] << 8) | data[pos + 1]
         typ = data[pos + 2]
         olen = (data[pos + 3] & 0x1F) * 4
-        out.append((cls, typ, bytes(data[pos + 4:min(pos + 4 + olen, stop)])))
+        out.append((cls, typ, data[pos + 4:min(pos + 4 + olen, stop)]))
         pos += 4 + olen
     return tuple(out)
 
@@ -646,41 +767,58 @@ def _geneve_options(data, pos: int, stop: int) -> Tuple[Tuple[int, int, bytes], 
 # transport
 # -----------------------------------------------------------------------------
 def _tcp(walk: _Walk, l4: int, end: int, family: int, src: bytes, dst: bytes) -> None:
-    data, vals = walk.data, walk.vals
-    if walk.n >= l4 + 4:
-        vals.update(sport=(data[l4] << 8) | data[l4 + 1], dport=(data[l4 + 2] << 8) | data[l4 + 3])
+    data = walk.data
+    n = walk.n
+    if n >= l4 + 4:
+        walk.sport = (data[l4] << 8) | data[l4 + 1]
+        walk.dport = (data[l4 + 2] << 8) | data[l4 + 3]
     if not walk.need(l4, 20, "TCP"):
         return
-    sport, dport, seq, ack, doff_byte, flags, window, check, urg = unpack_from("!HHIIBBHHH", data, l4)
+    doff_byte = data[l4 + 12]
     doff = (doff_byte >> 4) * 4
-    walk.layers.append(Layer("tcp", l4, doff, (("sport", sport), ("dport", dport), ("seq", seq), ("ack", ack),
-                                               ("doff", doff), ("flags", flags), ("ae", bool(doff_byte & 1)),
-                                               ("window", window), ("checksum", check), ("urgent", urg),
-                                               ("options", bytes(data[l4 + 20:l4 + max(20, doff)])))))
+    if walk.records:
+        walk.layers.append(_new(Layer, ("tcp", l4, doff, (
+            ("sport", walk.sport), ("dport", walk.dport), ("seq", _word32(data, l4 + 4)),
+            ("ack", _word32(data, l4 + 8)), ("doff", doff), ("flags", data[l4 + 13]), ("ae", bool(doff_byte & 1)),
+            ("window", (data[l4 + 14] << 8) | data[l4 + 15]), ("checksum", (data[l4 + 16] << 8) | data[l4 + 17]),
+            ("urgent", (data[l4 + 18] << 8) | data[l4 + 19]), ("options", walk.data[l4 + 20:l4 + max(20, doff)])))))
     if doff < 20:
         walk.fail(f"TCP data offset {doff} < 20")
         return
-    vals.update(l4_proto=IPPROTO_TCP, seq=seq, ack=ack, tcp_flags=flags, window=window, payload_off=l4 + doff,
-                payload_len=max(0, end - l4 - doff), check_at=l4 + 16)
-    walk.checksums.append(Checksum("tcp", l4 + 16, l4, end, doff, family, src, dst, IPPROTO_TCP))
+    walk.l4_proto = IPPROTO_TCP
+    walk.seq = _word32(data, l4 + 4)
+    walk.ack = _word32(data, l4 + 8)
+    walk.tcp_flags = data[l4 + 13]
+    walk.window = (data[l4 + 14] << 8) | data[l4 + 15]
+    walk.payload_off = l4 + doff
+    walk.payload_len = max(0, end - l4 - doff)
+    walk.check_at = l4 + 16
+    if walk.records:
+        walk.checksums.append(_new(Checksum, ("tcp", l4 + 16, l4, end, doff, family, src, dst, IPPROTO_TCP)))
     if l4 + doff > end:
         walk.fail(f"TCP data offset {doff} runs past the IP payload")
-    elif walk.n < l4 + doff:
-        walk.fail(f"truncated TCP options ({walk.n - l4} of {doff} header bytes captured)")
+    elif n < l4 + doff:
+        walk.fail(f"truncated TCP options ({n - l4} of {doff} header bytes captured)")
 
 
 def _udp(walk: _Walk, l4: int, end: int, family: int, src: bytes, dst: bytes) -> bool:
     """Parse the UDP header; True when it is complete."""
-    data, vals = walk.data, walk.vals
+    data = walk.data
     if walk.n >= l4 + 4:
-        vals.update(sport=(data[l4] << 8) | data[l4 + 1], dport=(data[l4 + 2] << 8) | data[l4 + 3])
+        walk.sport = (data[l4] << 8) | data[l4 + 1]
+        walk.dport = (data[l4 + 2] << 8) | data[l4 + 3]
     if not walk.need(l4, 8, "UDP"):
         return False
-    sport, dport, length, check = unpack_from("!HHHH", data, l4)
-    walk.layers.append(Layer("udp", l4, 8, (("sport", sport), ("dport", dport), ("length", length),
-                                            ("checksum", check))))
-    vals.update(l4_proto=IPPROTO_UDP, payload_off=l4 + 8, payload_len=max(0, end - l4 - 8), check_at=l4 + 6)
-    walk.checksums.append(Checksum("udp", l4 + 6, l4, end, 8, family, src, dst, IPPROTO_UDP))
+    if walk.records:
+        walk.layers.append(_new(Layer, ("udp", l4, 8, (("sport", walk.sport), ("dport", walk.dport),
+                                                       ("length", (data[l4 + 4] << 8) | data[l4 + 5]),
+                                                       ("checksum", (data[l4 + 6] << 8) | data[l4 + 7])))))
+    walk.l4_proto = IPPROTO_UDP
+    walk.payload_off = l4 + 8
+    walk.payload_len = max(0, end - l4 - 8)
+    walk.check_at = l4 + 6
+    if walk.records:
+        walk.checksums.append(_new(Checksum, ("udp", l4 + 6, l4, end, 8, family, src, dst, IPPROTO_UDP)))
     if l4 + 8 > end:
         walk.fail("UDP header runs past the IP payload")
     return True

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, Optional, Tuple
 
-from ..dissect import DEFAULT_GENEVE_PORTS, DEFAULT_VXLAN_PORTS, Dissection, addr_text, dissect
+from ..dissect import DEFAULT_GENEVE_PORTS, DEFAULT_VXLAN_PORTS, Dissection, addr_text, walk_frame
+from ..linktypes import LINKTYPE_ETHERNET
 
 ETHERTYPE_NAMES = {0x0806: "arp", 0x88CC: "lldp", 0x8035: "rarp", 0x88B5: "local", 0x8863: "pppoe-d",
                    0x8864: "pppoe", 0x8847: "mpls", 0x88E5: "macsec", 0x888E: "eapol", 0x9000: "loop"}
@@ -24,25 +25,41 @@ FlowTuple = Tuple[str, str, str, Optional[int], Optional[int], Tuple[int, ...], 
 
 def flow_of(d: Dissection) -> FlowTuple:
     """The flow tuple of a dissected packet."""
-    tunnels = tuple(t.identity() for t in d.tunnels)
-    if d.src is None:
-        if d.ethertype is None:
-            name = "truncated" if d.problem and d.problem.startswith("truncated") else "unparsed"
+    return _flow(d.src, d.dst, d.ip_proto, d.fragment, d.sport, d.dport, d.vlans, d.ethertype, d.problem, d.tunnels)
+
+
+def _flow(src, dst, proto, fragment, sport, dport, vlans, ethertype, problem, tunnels) -> FlowTuple:
+    """The flow tuple of a packet dissected into these fields (a Dissection's)."""
+    tunnel_ids = tuple([t.identity() for t in tunnels]) if tunnels else ()
+    if src is None:
+        if ethertype is None:
+            name = "truncated" if problem and problem.startswith("truncated") else "unparsed"
         else:
-            name = ETHERTYPE_NAMES.get(d.ethertype, f"ethertype-0x{d.ethertype:04x}")
-        return (name, "", "", None, None, d.vlans, tunnels)
-    proto = d.ip_proto
-    name = IP_PROTO_NAMES.get(proto, f"ip-{proto}")
-    src, dst = addr_text(d.src), addr_text(d.dst)
-    if proto in (6, 17) and not d.fragment and d.sport is not None:
-        return (name, src, dst, d.sport, d.dport, d.vlans, tunnels)
-    return (name, src, dst, None, None, d.vlans, tunnels)
+            name = ETHERTYPE_NAMES.get(ethertype)
+            if name is None:
+                name = f"ethertype-0x{ethertype:04x}"
+        return (name, "", "", None, None, vlans, tunnel_ids)
+    name = IP_PROTO_NAMES.get(proto)
+    if name is None:
+        name = f"ip-{proto}"
+    if (proto == 6 or proto == 17) and not fragment and sport is not None:
+        return (name, addr_text(src), addr_text(dst), sport, dport, vlans, tunnel_ids)
+    return (name, addr_text(src), addr_text(dst), None, None, vlans, tunnel_ids)
 
 
 def describe(linktype: int, data: bytes, *, vxlan_ports: Iterable[int] = DEFAULT_VXLAN_PORTS,
              geneve_ports: Iterable[int] = DEFAULT_GENEVE_PORTS) -> FlowTuple:
     """The flow tuple of one captured frame (never raises)."""
-    return flow_of(dissect(data, linktype, vxlan_ports=vxlan_ports, geneve_ports=geneve_ports))
+    vxlan = vxlan_ports if isinstance(vxlan_ports, (set, frozenset)) else frozenset(vxlan_ports)
+    geneve = geneve_ports if isinstance(geneve_ports, (set, frozenset)) else frozenset(geneve_ports)
+    return _describe(linktype, data, vxlan, geneve)
+
+
+def _describe(linktype: int, data, vxlan, geneve) -> FlowTuple:
+    """describe() on sets of ports: dissect() without the per-layer records."""
+    data = data if type(data) is bytes else bytes(data)
+    w = walk_frame(data, LINKTYPE_ETHERNET if linktype is None else linktype, len(data), vxlan, geneve, False)
+    return _flow(w.src, w.dst, w.ip_proto, w.fragment, w.sport, w.dport, w.vlans, w.ethertype, w.problem, w.tunnels)
 
 
 class FlowNamer:
@@ -61,17 +78,17 @@ class FlowNamer:
         self._cache: Dict[bytes, FlowTuple] = {}
 
     def describe(self, data: bytes) -> FlowTuple:
-        return describe(self.linktype, data, vxlan_ports=self.vxlan_ports, geneve_ports=self.geneve_ports)
+        return _describe(self.linktype, data, self.vxlan_ports, self.geneve_ports)
 
     def __call__(self, key: bytes, data: bytes) -> FlowTuple:
         if key:
             flow = self._cache.get(key)
             if flow is None:
-                flow = self.describe(data)
+                flow = _describe(self.linktype, data, self.vxlan_ports, self.geneve_ports)
                 if len(self._cache) < 1_000_000:
                     self._cache[key] = flow
             return flow
-        return self.describe(data)
+        return _describe(self.linktype, data, self.vxlan_ports, self.geneve_ports)
 
 
 def _tunnel_json(tunnels: Tuple[TunnelId, ...]) -> dict:

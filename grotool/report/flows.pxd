@@ -1,0 +1,12 @@
+# Cython declarations for flows.py (compiled build only): naming a new flow
+# reads the dissector's walk state as C fields and calls it directly.
+cimport cython
+from grotool.dissect cimport _Walk, walk_frame, addr_text
+
+cdef tuple _flow(src, dst, proto, fragment, sport, dport, vlans, ethertype, problem, tunnels)
+@cython.locals(w=_Walk)
+cpdef tuple _describe(linktype, data, vxlan, geneve)
+
+cdef class FlowNamer:
+    cdef public object linktype, vxlan_ports, geneve_ports
+    cdef public dict _cache
