@@ -5,8 +5,8 @@ import cython
 from grotool.engine.skb cimport Delivery
 
 cdef class FlowStats:
-    cdef public object flow, interface, layers, layout
-    cdef public dict reason_counts
+    cdef public object flow, interface, layout
+    cdef public dict reason_counts, layers
     cdef public Py_ssize_t packets_in, packets_out, super_packets, max_segs, bytes_out
 
 cdef class StatsCollector:

@@ -4,7 +4,7 @@ versioned JSON document (schema grotool.stats/1, documented in docs/json.md)."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from ..linktypes import SUPPORTED_LINKTYPES
 from .flows import FlowNamer, FlowTuple, flow_json
@@ -43,7 +43,9 @@ class FlowStats:
         self.max_segs = 0
         self.reason_counts: Dict[str, int] = {}   # flush reason -> packets, in first-seen order
         self.bytes_out = 0
-        self.layers: Counter = Counter()        # (reason, "outer"/"inner") of encapsulated packets
+        # (reason, "outer"/"inner") -> packets, of encapsulated packets (a plain dict:
+        # a Counter per flow cost more than the rest of a new flow's record)
+        self.layers: Dict[Tuple[str, str], int] = {}
         self.layout: Optional["LayoutTotals"] = None   # with --layout: this flow's super-packets' shapes
 
     @property
@@ -69,7 +71,7 @@ class FlowStats:
         return doc
 
 
-def layers_json(layers: Counter) -> dict:
+def layers_json(layers: Dict[Tuple[str, str], int]) -> dict:
     """reason -> {"outer": n, "inner": m}: which header an L3 check failed on."""
     out: Dict[str, Dict[str, int]] = {}
     for (reason, layer), n in sorted(layers.items()):
@@ -188,7 +190,7 @@ class StatsCollector:
         reasons[reason] = reasons.get(reason, 0) + 1
         layer = delivery.layer
         if layer:
-            fs.layers[reason, layer] += 1
+            fs.layers[reason, layer] = fs.layers.get((reason, layer), 0) + 1
             self.layers[reason, layer] += 1
         if segs > fs.max_segs:
             fs.max_segs = segs
