@@ -12,6 +12,18 @@ from typing import Dict, Optional, Tuple
 from .layout import shape
 
 
+def _slots_equal(cls, a, b):
+    """== for the record classes below: the same class and every slot equal."""
+    if type(b) is not cls:
+        return NotImplemented
+    return all(getattr(a, name) == getattr(b, name) for name in cls.__slots__)
+
+
+def _slots_repr(cls, obj) -> str:
+    fields = ", ".join(f"{name}={getattr(obj, name)!r}" for name in cls.__slots__)
+    return f"{cls.__name__}({fields})"
+
+
 class Skb:
     __slots__ = (
         # incoming packet, napi_gro_cb style
@@ -138,17 +150,11 @@ class Delivery:
         _fill(self, ts, data, segs, reason, indices, key, gso_size, gso_type, payload, queue, poll, layer,
               l2_len, header_len, first_len, merged_lens, fraglist, interface, delivered_ns)
 
-    def _fields(self) -> tuple:
-        return tuple(getattr(self, name) for name in Delivery.__slots__)
-
     def __eq__(self, other):
-        if type(other) is not Delivery:
-            return NotImplemented
-        return self._fields() == other._fields()
+        return _slots_equal(Delivery, self, other)
 
     def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in Delivery.__slots__)
-        return f"Delivery({fields})"
+        return _slots_repr(Delivery, self)
 
     def shape(self, layout: str = "frags", max_skb_frags: int = 17):
         """The skb layout model's view of this packet (layout.Shape)."""
@@ -224,14 +230,8 @@ class Stats:
         self.udp_no_gro_path = {} if udp_no_gro_path is None else udp_no_gro_path
         self.tcp_fraglist_assumed = tcp_fraglist_assumed
 
-    def _fields(self) -> tuple:
-        return tuple(getattr(self, name) for name in Stats.__slots__)
-
     def __eq__(self, other):
-        if type(other) is not Stats:
-            return NotImplemented
-        return self._fields() == other._fields()
+        return _slots_equal(Stats, self, other)
 
     def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in Stats.__slots__)
-        return f"Stats({fields})"
+        return _slots_repr(Stats, self)
