@@ -160,3 +160,29 @@ def test_nic_device_uses_the_same_buckets_as_veth_rss():
     evictions = [d for d in simulate(recs, 1, Settings(device="veth", veth_rss=True))
                  if d.reason == "bucket_full_evict_oldest"]
     assert len(evictions) > 0 and sum(1 for _, segs, _ in veth if segs > 1) > 0
+
+
+def test_rss_key_must_cover_the_ipv6_four_tuple(tmp_path):
+    """A Toeplitz hash of n input bytes uses key bits up to n * 8 + 31: an IPv6
+    4-tuple (36 bytes) needs 40 key bytes.  A shorter key is refused up front
+    (it used to end an IPv6 replay with a traceback)."""
+    import pytest
+
+    frames = [S.tcp_frame(6, seq=100 + i * 1000, payload=1000, sport=4000 + i % 3) for i in range(6)]
+    src = tmp_path / "in6.pcap"
+    S.write_pcap(str(src), frames)
+    runner = CliRunner()
+    short = bytes(range(39)).hex()
+    for args in (["replay", "-q", "--rss-key", short], ["kernel", "--rss", "--rss-key", short]):
+        result = runner.invoke(main, [*args, str(src), str(tmp_path / "o.pcap")])
+        assert result.exit_code == 2, result.output
+        assert "at least 40 bytes" in result.output and "39 given" in result.output
+        assert not (tmp_path / "o.pcap").exists()
+    with pytest.raises(ValueError, match="at least 40 bytes"):
+        Settings(rss_key=bytes(39)).validate()
+    # a 40-byte key other than the default hashes IPv6 on both devices
+    result = runner.invoke(main, ["replay", "-q", "--rss-key", bytes(range(40)).hex(), str(src)])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(main, ["replay", "-q", "--device", "veth", "--rss", "--rss-key", bytes(range(40)).hex(),
+                                  str(src)])
+    assert result.exit_code == 0, result.output

@@ -19,7 +19,7 @@ from .. import __version__
 from .._build import engine_build
 from ..errors import (EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_INPUT_TRUNCATED, EXIT_SIGNAL_BASE, GrotoolError,
                       Interrupted)
-from ..engine.config import DEFAULT_RSS_KEY, Settings, ipv4_max_size_for
+from ..engine.config import DEFAULT_RSS_KEY, RSS_KEY_MIN, Settings, ipv4_max_size_for
 from ..report.flows import flow_label
 
 if TYPE_CHECKING:
@@ -158,8 +158,9 @@ def _parse_rss_key(_ctx, _param, value):
         key = bytes.fromhex(value.replace(":", "").replace("-", ""))
     except ValueError:
         raise click.BadParameter("expected hex bytes, e.g. 6d:5a:56:...") from None
-    if len(key) < 16:
-        raise click.BadParameter("an RSS key has at least 16 bytes (usually 40)")
+    if len(key) < RSS_KEY_MIN:
+        raise click.BadParameter(f"an RSS key has at least {RSS_KEY_MIN} bytes (the IPv6 4-tuple's hash "
+                                 f"takes 36 + 4; {len(key)} given)")
     return key
 
 

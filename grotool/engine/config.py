@@ -10,6 +10,9 @@ from typing import Tuple
 DEFAULT_RSS_KEY = bytes.fromhex(
     "6d5a56da255b0ec24167253d43a38fb0d0ca2bcbae7b30b477cb2da38030f20c6a42b73bbeac01fa"
 )
+# the shortest key that hashes every input: a Toeplitz hash of n input bytes
+# uses key bits up to n * 8 + 31, and an IPv6 4-tuple is 36 bytes
+RSS_KEY_MIN = 40
 
 GRO_LEGACY_MAX_SIZE = 65536          # netdevice.h
 GRO_MAX_SIZE = 8 * 65535             # netdevice.h: the largest gro_max_size accepted
@@ -65,8 +68,9 @@ class Settings:
             raise ValueError("hz must be one of 100, 250, 300, 1000 (CONFIG_HZ choices)")
         if self.rx_queues < 1 or self.rx_queues > 1024:
             raise ValueError("rx_queues must be 1..1024")
-        if len(self.rss_key) < 16:
-            raise ValueError("RSS key must be at least 16 bytes (40 is usual)")
+        if len(self.rss_key) < RSS_KEY_MIN:
+            raise ValueError(f"RSS key must be at least {RSS_KEY_MIN} bytes: the Toeplitz hash of an IPv6 "
+                             "4-tuple (36 bytes) takes 36 + 4")
         if self.poll_ns_per_frame < 0:
             raise ValueError("poll_ns_per_frame must not be negative")
         if self.rx_usecs < 0 or self.rx_frames < 0 or self.gro_flush_timeout < 0 or self.napi_defer_hard_irqs < 0:
