@@ -16,7 +16,7 @@ cdef long _NOT_COMPARED, _COMPARED, _FIN_PSH, _FINAL_FLAGS
 cpdef long word32(bytes data, Py_ssize_t at)
 @cython.locals(k=Py_ssize_t, raw_a=cython.p_uchar, raw_b=cython.p_uchar)
 cpdef bint same_bytes(bytes a, Py_ssize_t i, bytes b, Py_ssize_t j, Py_ssize_t n)
-@cython.locals(i=Py_ssize_t, kind=int, olen=int)
+@cython.locals(i=Py_ssize_t, kind=int, olen=int, n=Py_ssize_t)
 cpdef _options_reason(bytes opts, bytes opts2)
 @cython.locals(data=bytes, field=long, seed=long, off=Py_ssize_t)
 cpdef bint validate_l4(GroNode gro, Skb skb, pseudo_sum, Py_ssize_t field_at)
@@ -32,7 +32,7 @@ cpdef tcp6_gro_receive(Bucket bucket, Skb skb, GroNode gro)
 cpdef _never_merged_reason(long flags)
 cpdef _flag_diff_reason(long flags, long diff)
 cpdef _final_reason(long flags, Py_ssize_t length)
-@cython.locals(data=bytes, raw=cython.p_uchar, d2=bytes, off=Py_ssize_t, end=Py_ssize_t, length=Py_ssize_t, mss=Py_ssize_t,
+@cython.locals(data=bytes, raw=cython.p_uchar, raw2=cython.p_uchar, d2=bytes, off=Py_ssize_t, end=Py_ssize_t, length=Py_ssize_t, mss=Py_ssize_t,
                th2=Py_ssize_t, flags=long, flags2=long, diff=long, outer=Py_ssize_t, key=bytes, p=Skb,
                final=bint)
 cpdef tcp_gro_receive(Bucket bucket, Skb skb, GroNode gro, Py_ssize_t thlen)

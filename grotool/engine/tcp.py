@@ -190,9 +190,13 @@ def option_offsets(opts: bytes):
 
 def _options_reason(opts: bytes, opts2: bytes) -> str:
     """tcp_ts_changed when the option layout is identical and only the
-    timestamp option's value differs, else tcp_options_changed."""
+    timestamp option's value differs, else tcp_options_changed.  Both hold
+    the same number of option bytes (the header lengths are equal)."""
+    n = len(opts)
     for i, kind, olen in option_offsets(opts):
-        if kind == 8 and olen == 10 and opts[:i + 2] == opts2[:i + 2] and opts[i + 10:] == opts2[i + 10:]:
+        # the bytes before the timestamp values and after them are the same
+        if kind == 8 and olen == 10 and same_bytes(opts, 0, opts2, 0, i + 2) \
+                and same_bytes(opts, i + 10, opts2, i + 10, n - i - 10):
             return "tcp_ts_changed"
     return "tcp_options_changed"
 
@@ -242,7 +246,8 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
         elif not same_bytes(data, off + 8, d2, th2 + 8, 4):
             reason = "tcp_ack_changed"
         elif thlen > 20 and not same_bytes(data, off + 20, d2, th2 + 20, thlen - 20):
-            reason = _options_reason(data[off + 20:off + thlen], d2[th2 + 20:th2 + thlen])
+            raw2 = d2      # the held packet's header: the same length, present
+            reason = _options_reason(raw[off + 20:off + thlen], raw2[th2 + 20:th2 + thlen])
         else:
             # gro_receive_network_flush: outer header, then inner if encapsulated
             # (network_flush's version-nibble dispatch, inlined for the outer one)
