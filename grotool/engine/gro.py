@@ -199,7 +199,7 @@ class GroNode:
         data = b"".join([header, raw[p.off:len(first)], *chunks])
         self.normal_one(new_delivery(p.ts, data, p.count, reason, tuple(p.indices), p.key,
                                      p.gso_size, tuple(gso_type), p.payload_len, self.queue, self.poll, layer,
-                                     p.l2_len, p.off, len(p.data), tuple([len(chunk) for chunk in chunks]),
+                                     p.l2_len, p.off, len(first), tuple([len(chunk) for chunk in chunks]),
                                      bool(p.is_flist), 0, None))
 
     def normal(self, skb: Skb, reason: str) -> None:

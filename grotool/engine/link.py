@@ -37,10 +37,8 @@ class LinkLayer:
             data = bytes(data)          # a bytearray or memoryview from an API caller
         l2 = self.l2_len
         if self.proto_at < 0:
-            skb = new_skb(data, ts, index, 0, 0, b"")
             version = data[0] >> 4 if data else 0
-            skb.protocol = 0x0800 if version == 4 else 0x86DD if version == 6 else 0
-            return skb
+            return new_skb(data, ts, index, 0, 0x0800 if version == 4 else 0x86DD if version == 6 else 0, b"")
         if len(data) >= l2:
             at = self.proto_at
             raw = data                  # read in place (a C pointer in the compiled build): l2 bytes are there
