@@ -333,3 +333,122 @@ def test_kernel_outputs_are_opened_safely(tmp_path):
     assert out[1].startswith("c")
     assert link.is_symlink() and target.read_text().startswith("{")
     assert debris(tmp_path) == []
+
+
+# -- write-behind: a regular file is written by a thread of its own ------------------
+def _behind_threads():
+    return [t for t in threading.enumerate() if t.name == "grotool-write-behind"]
+
+
+def test_write_behind_keeps_every_byte_in_order_and_starts_writeback(tmp_path, monkeypatch):
+    from grotool.io import safe_output
+
+    advised = []
+    real_fadvise = os.posix_fadvise
+
+    def recording_fadvise(fd, offset, length, advice):
+        advised.append((offset, length, advice))
+        real_fadvise(fd, offset, length, advice)
+
+    monkeypatch.setattr(os, "posix_fadvise", recording_fadvise)
+    rng = __import__("random").Random(5)
+    dest = tmp_path / "big.bin"
+    expected = []
+    with safe_output.SafeOutput(str(dest)) as out:
+        for _ in range(48):                                   # about 48 MiB in gathered lists
+            batch = [rng.randbytes(rng.choice([0, 1, 16, 1514, 65536])) for _ in range(40)]
+            batch.append(memoryview(rng.randbytes(500_000))[7:])
+            expected.extend(bytes(b) for b in batch)
+            out.writev(batch)
+        out.write(b"tail")                                    # behind the gathered writes
+        expected.append(b"tail")
+        assert len(_behind_threads()) == 1 and not dest.exists()
+    data = b"".join(expected)
+    assert dest.read_bytes() == data and debris(tmp_path) == [] and _behind_threads() == []
+    # writeback was started for consecutive stretches from the start, each at least WRITEBACK_BYTES
+    assert advised and all(a == os.POSIX_FADV_DONTNEED for _, _, a in advised)
+    assert [o for o, _, _ in advised] == [sum(n for _, n, _ in advised[:i]) for i in range(len(advised))]
+    assert all(n >= safe_output.WRITEBACK_BYTES for _, n, _ in advised)
+    assert len(data) - safe_output.WRITEBACK_BYTES <= sum(n for _, n, _ in advised) <= len(data)
+
+
+def test_write_behind_failure_is_an_output_error_and_leaves_nothing(tmp_path, monkeypatch):
+    import errno as errno_module
+
+    from grotool.errors import OutputError
+    from grotool.io.safe_output import SafeOutput
+
+    dest = tmp_path / "out.pcap"
+    dest.write_bytes(b"previous")
+    calls = []
+    real = os.writev
+
+    def failing_writev(fd, bufs):
+        calls.append(threading.current_thread().name)
+        if len(calls) == 3:
+            raise OSError(errno_module.ENOSPC, "No space left on device")
+        return real(fd, bufs)
+
+    monkeypatch.setattr(os, "writev", failing_writev)
+    out = SafeOutput(str(dest), "output capture")
+    with pytest.raises(OutputError) as caught:
+        for _ in range(50):
+            out.writev([b"x" * 100_000])
+        out.commit()
+    assert str(caught.value).endswith("cannot write output capture: no space left on device (nothing written)")
+    assert set(calls) == {"grotool-write-behind"} and len(calls) == 3      # nothing written after the failure
+    assert dest.read_bytes() == b"previous" and debris(tmp_path) == [] and _behind_threads() == []
+    out.abort()                                                # harmless after the error
+
+
+def test_write_behind_queue_is_bounded_and_abort_drops_it(tmp_path, monkeypatch):
+    from grotool.io import safe_output
+
+    release = threading.Event()
+    real = os.writev
+    written = []
+
+    def blocked_writev(fd, bufs):
+        release.wait(30)
+        written.append(bytes(bufs[0][:1]))
+        return real(fd, bufs)
+
+    monkeypatch.setattr(os, "writev", blocked_writev)
+    dest = tmp_path / "out.bin"
+    out = safe_output.SafeOutput(str(dest))
+    accepted = []
+
+    def producer():
+        for i in range(20):
+            out.writev([b"y" * 1000])
+            accepted.append(i)
+
+    t = threading.Thread(target=producer)
+    t.start()
+    time.sleep(0.5)
+    # one batch in the writer's hands (blocked), WRITE_BEHIND_QUEUE waiting; the producer blocks on the next
+    assert len(accepted) == safe_output.WRITE_BEHIND_QUEUE + 1
+    release.set()
+    t.join(30)
+    assert len(accepted) == 20
+    deadline = time.monotonic() + 30
+    while len(written) < 20 and time.monotonic() < deadline:
+        time.sleep(0.01)                                       # the writer catching up
+    assert written == [b"y"] * 20
+    release.clear()
+    for letter in b"abc":
+        out.writev([bytes([letter]) * 1000])
+    time.sleep(0.2)                                            # "a" in the writer's hands, "b" and "c" queued
+    threading.Timer(0.2, release.set).start()
+    out.abort()                                                # waits for the writer, drops what is queued
+    assert written == [b"y"] * 20 + [b"a"]
+    assert not dest.exists() and debris(tmp_path) == [] and _behind_threads() == []
+
+
+def test_devices_and_fifos_are_written_before_writev_returns(tmp_path):
+    from grotool.io.safe_output import SafeOutput
+
+    out = SafeOutput("/dev/null")
+    out.writev([b"x" * 100_000] * 50)
+    assert _behind_threads() == []
+    out.commit()

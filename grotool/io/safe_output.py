@@ -10,6 +10,11 @@ What a path is decides how it is written:
   and descriptor paths (``-``, /dev/stdout, /dev/fd/N, /proc/self/fd/N, what
   ``>(cmd)`` expands to): written in place, never replaced.
 
+A temporary file is written by a thread of its own (the copy into the page
+cache overlaps the replay; at most WRITE_BEHIND_QUEUE gathered writes wait),
+which also starts the disk writeback every WRITEBACK_BYTES, so the final fsync
+is short.  Devices, FIFOs and pipes are written before ``writev`` returns.
+
 Temporary files are registered while they exist, so that a signal handler can
 remove them (``remove_temporaries``), and removed on every error.
 """
@@ -18,10 +23,12 @@ from __future__ import annotations
 
 import errno
 import os
+import queue
 import re
 import stat
 import sys
 import tempfile
+import threading
 from typing import Iterable, List, Optional, Set
 
 from ..errors import OutputError
@@ -35,6 +42,12 @@ TEMP_SUFFIX = ".tmp"
 _DESCRIPTOR_PATH = re.compile(r"^/(?:dev/fd|proc/(?:self|thread-self|\d+)(?:/task/\d+)?/fd)/(\d+)$")
 _STD_STREAMS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
 _IOV_PIECES = 512                          # below IOV_MAX (1024 on Linux)
+# A temporary file's written bytes are sent to the disk every this many bytes,
+# so the fsync of commit() waits for the last stretch only, not the whole file.
+WRITEBACK_BYTES = 8 << 20
+# Gathered writes (about a megabyte each) waiting for the write-behind thread:
+# the caller blocks beyond this, so memory stays bounded whatever the disk does.
+WRITE_BEHIND_QUEUE = 4
 
 
 def remove_temporaries() -> None:
@@ -97,6 +110,84 @@ def check_output_path(path: Optional[str], what: str = "output") -> None:
         raise _fail(path, what, "permission denied")
 
 
+def _write_all(fd: int, pieces: List) -> int:
+    """os.writev every buffer of ``pieces`` (consumed), retrying short writes;
+    the number of bytes written."""
+    total = 0
+    while pieces:
+        batch = pieces[:_IOV_PIECES]
+        written = os.writev(fd, batch)
+        total += written
+        if written == sum(map(len, batch)):
+            del pieces[:len(batch)]            # the usual case: all of it went out
+            continue
+        # a short write: drop what went out, retry the rest
+        done = 0
+        while done < len(batch) and written >= len(batch[done]):
+            written -= len(batch[done])
+            done += 1
+        del pieces[:done]
+        if written:
+            pieces[0] = memoryview(pieces[0])[written:]
+    return total
+
+
+class _WriteBehind:
+    """A thread writing one temporary file's gathered pieces in order, so the
+    copy into the page cache runs beside the replay instead of inside it (the
+    system call releases the GIL).  It also starts the disk writeback as it
+    goes.  An OSError stops its writing; the owner learns of it from
+    ``failure`` and ``stop()``."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.failure: Optional[OSError] = None
+        self._written = 0                      # bytes written to the file
+        self._sent_to_disk = 0                 # of those, how many writeback was started for
+        self._discard = False
+        self._jobs: "queue.Queue" = queue.Queue(WRITE_BEHIND_QUEUE)
+        self._thread = threading.Thread(target=self._run, name="grotool-write-behind", daemon=True)
+        self._thread.start()
+
+    def put(self, pieces: List) -> None:
+        self._jobs.put(pieces)
+
+    def stop(self, discard: bool = False) -> Optional[OSError]:
+        """Write what is queued (or drop it, with ``discard``), end the thread;
+        the OSError that stopped its writing, if any."""
+        self._discard = discard
+        self._jobs.put(None)
+        self._thread.join()
+        return self.failure
+
+    def _run(self) -> None:
+        while True:
+            pieces = self._jobs.get()
+            if pieces is None:
+                return
+            if self.failure is not None or self._discard:
+                continue                       # drained, never written
+            try:
+                self._written += _write_all(self.fd, pieces)
+            except OSError as exc:
+                self.failure = exc
+                continue
+            if self._written - self._sent_to_disk >= WRITEBACK_BYTES:
+                self._start_writeback()
+
+    def _start_writeback(self) -> None:
+        """Start writing the new bytes to the disk, without waiting.  On Linux,
+        POSIX_FADV_DONTNEED on dirty pages starts their writeback and leaves
+        them cached (generic_fadvise drops clean pages only), so the disk works
+        while the replay computes and commit()'s fsync finds little left.  Only
+        an optimisation: a failure is ignored."""
+        start, self._sent_to_disk = self._sent_to_disk, self._written
+        try:
+            os.posix_fadvise(self.fd, start, self._written - start, os.POSIX_FADV_DONTNEED)
+        except (OSError, AttributeError):
+            pass
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -116,6 +207,7 @@ class SafeOutput:
         self.temporary: Optional[str] = None      # set while a temporary file exists
         self._target: Optional[str] = None        # what the temporary replaces
         self._mode = 0o666 & ~_umask()
+        self._behind: Optional[_WriteBehind] = None   # writes a temporary file's bytes
         if path == "-":
             sys.stdout.flush()
             self.fd = self._dup(1)
@@ -168,11 +260,11 @@ class SafeOutput:
         return _fail(self.path, self.what, exc.strerror or str(exc))
 
     def write(self, data) -> None:
-        view = memoryview(data)
+        if self.temporary is not None:
+            self.writev([bytes(data)])             # behind the gathered writes already queued
+            return
         try:
-            while view:
-                n = os.write(self.fd, view)
-                view = view[n:]
+            _write_all(self.fd, [memoryview(data)])
         except BrokenPipeError:
             self.abort()
             raise
@@ -180,32 +272,39 @@ class SafeOutput:
             raise self._error(exc) from None
 
     def writev(self, pieces: List) -> None:
-        """Write every buffer of ``pieces`` (the list is consumed), gathered."""
-        fd = self.fd
-        try:
-            while pieces:
-                batch = pieces[:_IOV_PIECES]
-                written = os.writev(fd, batch)
-                if written == sum(map(len, batch)):
-                    del pieces[:len(batch)]            # the usual case: all of it went out
-                    continue
-                # a short write: drop what went out, retry the rest
-                done = 0
-                while done < len(batch) and written >= len(batch[done]):
-                    written -= len(batch[done])
-                    done += 1
-                del pieces[:done]
-                if written:
-                    pieces[0] = memoryview(pieces[0])[written:]
-        except BrokenPipeError:
-            self.abort()
-            raise
-        except OSError as exc:
-            raise self._error(exc) from None
+        """Write every buffer of ``pieces`` (the list is taken over, the caller
+        must not change it).  A temporary file is written by a thread of its
+        own while the caller goes on computing; a device, FIFO or pipe is
+        written before this returns (a blocked reader blocks the writer, as it
+        should)."""
+        if self.temporary is None:
+            try:
+                _write_all(self.fd, pieces)
+            except BrokenPipeError:
+                self.abort()
+                raise
+            except OSError as exc:
+                raise self._error(exc) from None
+            return
+        if self._behind is None:
+            self._behind = _WriteBehind(self.fd)
+        if self._behind.failure is not None:
+            self._finish_writes()                  # raises what stopped it
+        self._behind.put(pieces)
+
+    def _finish_writes(self) -> None:
+        """Wait for the write-behind thread; an OSError it met is raised here."""
+        if self._behind is None:
+            return
+        behind, self._behind = self._behind, None
+        failure = behind.stop()
+        if failure is not None:
+            raise self._error(failure) from None
 
     def commit(self) -> None:
         if self.fd is None:
             return
+        self._finish_writes()
         fd, self.fd = self.fd, None
         if self.temporary is None:
             try:
@@ -230,6 +329,9 @@ class SafeOutput:
         self.temporary = None
 
     def abort(self) -> None:
+        if self._behind is not None:
+            behind, self._behind = self._behind, None
+            behind.stop(discard=True)              # its descriptor is closed below, after it stopped
         if self.fd is not None:
             try:
                 os.close(self.fd)
