@@ -2,10 +2,12 @@
 cimport cython
 from grotool.engine.link cimport LinkLayer
 from grotool.engine.napi cimport NicDevice, VethDevice
+from grotool.engine.skb cimport Stats
 
 cdef class Engine:
     cdef dict __dict__
-    cdef public object settings, stats, device, _device_feed, _event_sink
+    cdef public object settings, device, _device_feed, _event_sink
+    cdef public Stats stats
     cdef public LinkLayer _link
     cdef public NicDevice _nic
     cdef public VethDevice _veth

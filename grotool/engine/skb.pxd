@@ -15,7 +15,7 @@ cdef class Skb:
     cdef public int proto
     cdef public bytes key
     cdef public Py_ssize_t count
-    cdef public list network_offsets
+    cdef public Py_ssize_t network_offsets[2]
     cdef public int encap_mark
     cdef public int outer_family
     cdef public Py_ssize_t l4_off

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import errno
 import os
-import queue
 import re
 import stat
 import sys
@@ -145,7 +144,9 @@ class _WriteBehind:
         self._written = 0                      # bytes written to the file
         self._sent_to_disk = 0                 # of those, how many writeback was started for
         self._discard = False
-        self._jobs: "queue.Queue" = queue.Queue(WRITE_BEHIND_QUEUE)
+        import queue                           # here: a replay without an output file never needs it
+
+        self._jobs = queue.Queue(WRITE_BEHIND_QUEUE)
         self._thread = threading.Thread(target=self._run, name="grotool-write-behind", daemon=True)
         self._thread.start()
 
