@@ -34,10 +34,7 @@ class Toeplitz:
         self._misses += 1
         if self._misses > TABLE_AFTER_MISSES and nbits - 1 <= shift:
             # many flows: a table lookup per input byte instead of a step per bit
-            tables = self._tables(len(tuple_bytes))
-            result = 0
-            for pos, byte in enumerate(tuple_bytes):
-                result ^= tables[pos][byte]
+            result = _hash_by_tables(self._tables(len(tuple_bytes)), tuple_bytes)
         else:
             value = int.from_bytes(tuple_bytes, "big")
             result = 0
@@ -104,3 +101,13 @@ def hash_input(data: bytes, off: int, protocol: int) -> bytes:
             return addrs + raw[pos:pos + 4]
         return addrs
     return b""
+
+
+def _hash_by_tables(tables: list, tuple_bytes: bytes) -> int:
+    """Toeplitz of ``tuple_bytes``: the XOR of one table entry per input byte."""
+    result = 0
+    raw = tuple_bytes     # read in place (a C pointer in the compiled build): pos < len(tuple_bytes)
+    for pos in range(len(tuple_bytes)):
+        row = tables[pos]
+        result ^= row[raw[pos]]
+    return result
