@@ -112,3 +112,27 @@ def test_the_command_line_does_not_import_the_python_api():
     r = subprocess.run([sys.executable, "-c", "import grotool; print(grotool.Replay.__module__)"],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.stdout.strip() == "grotool.api", r.stderr
+
+
+_COMMAND_MODULES = ("check_cmd", "explain_cmd", "plot_cmd", "sweep_cmd")
+
+
+@pytest.mark.parametrize("args, loaded", [
+    (["replay", "-q", "captures/bulk-4flows.pcap"], []),
+    (["sweep", "--help"], ["sweep_cmd"]),
+    (["--help"], list(_COMMAND_MODULES)),
+])
+def test_command_modules_are_imported_when_named(args, loaded):
+    """A replay does not set up check/explain/plot/sweep (their modules are
+    imported when the command is named or listed by --help)."""
+    code = _LOADS_RICH.replace('print(any(name == "rich" or name.startswith("rich.") for name in sys.modules))',
+                               f'print(sorted(m for m in {_COMMAND_MODULES!r} if "grotool.cli." + m in sys.modules))')
+    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == str(loaded)
+
+
+def test_help_lists_every_command_in_order():
+    r = subprocess.run([sys.executable, "-m", "grotool", "--help"], capture_output=True, text=True, cwd=ROOT)
+    listed = [line.split()[0] for line in r.stdout.split("Commands:\n")[1].split("\n\n")[0].splitlines()]
+    assert listed == ["check", "compare", "explain", "kernel", "plot", "reasons", "replay", "split", "sweep"]

@@ -131,7 +131,25 @@ def user_errors(fn):
     return wrapper
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+class _Commands(click.Group):
+    """The command group; commands defined in modules of their own are imported
+    when named (or listed by --help), so a replay does not pay their set-up."""
+
+    MODULES = {"check": "check_cmd", "explain": "explain_cmd", "plot": "plot_cmd", "sweep": "sweep_cmd"}
+
+    def list_commands(self, ctx):
+        return sorted(set(self.commands) | set(self.MODULES))
+
+    def get_command(self, ctx, name):
+        if name not in self.commands and name in self.MODULES:
+            import importlib
+
+            module = importlib.import_module(f"{__name__}.{self.MODULES[name]}")
+            self.add_command(getattr(module, name))
+        return self.commands.get(name)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
              epilog=EXIT_CODES_HELP)
 @click.version_option(f"{__version__} (engine: {engine_build()})", prog_name="grotool")
 def main():
@@ -537,14 +555,5 @@ def split(input_path, output_path, mss, segs_path, no_sidecar, json_path, quiet)
                    f"super-packets split, {result.passed} passed unchanged{source}", err=True)
 
 
-# Commands defined in their own modules (they reuse replay's options above).
-from .check_cmd import check  # noqa: E402
-from .plot_cmd import plot  # noqa: E402
-from .explain_cmd import explain  # noqa: E402
-
-main.add_command(check)
-main.add_command(plot)
-main.add_command(explain)
-from .sweep_cmd import sweep  # noqa: E402
-
-main.add_command(sweep)
+# check, explain, plot and sweep live in modules of their own (they reuse
+# replay's options above): _Commands imports them when they are named.
