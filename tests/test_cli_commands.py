@@ -136,3 +136,29 @@ def test_help_lists_every_command_in_order():
     r = subprocess.run([sys.executable, "-m", "grotool", "--help"], capture_output=True, text=True, cwd=ROOT)
     listed = [line.split()[0] for line in r.stdout.split("Commands:\n")[1].split("\n\n")[0].splitlines()]
     assert listed == ["check", "compare", "explain", "kernel", "plot", "reasons", "replay", "split", "sweep"]
+
+
+def test_the_program_tunes_the_cycle_collector_and_main_does_not():
+    code = """
+import gc, sys
+from grotool.cli import main, run
+sys.argv = ["grotool", "reasons"]
+before = gc.get_threshold()
+try:
+    main([\"reasons\"])
+except SystemExit:
+    pass
+print(gc.get_threshold() == before, gc.get_freeze_count())
+try:
+    run()
+except SystemExit:
+    pass
+print(gc.get_threshold(), gc.get_freeze_count() > 1000)
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert [line for line in r.stdout.splitlines() if line.startswith(("True", "False", "("))] == \
+        ["True 0", "(5000, 10, 10) True"]
+    from importlib.metadata import entry_points
+
+    assert [e.value for e in entry_points(group="console_scripts") if e.name == "grotool"] == ["grotool.cli:run"]

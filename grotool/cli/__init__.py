@@ -6,6 +6,7 @@ Exit codes: see EXIT_CODES_HELP (also README.md, "Exit codes").
 from __future__ import annotations
 
 import functools
+import gc
 import json
 import os
 import signal
@@ -557,3 +558,17 @@ def split(input_path, output_path, mss, segs_path, no_sidecar, json_path, quiet)
 
 # check, explain, plot and sweep live in modules of their own (they reuse
 # replay's options above): _Commands imports them when they are named.
+
+
+def run() -> None:
+    """The grotool program (console script and ``python -m grotool``): main()
+    with the cycle collector tuned for a process that replays.  A replay
+    allocates a few container objects per frame (skbs, deliveries, their lists
+    and tuples) that reference counting frees; the collector only re-examines
+    them.  The objects made at start-up (modules, functions, tables) are set
+    aside for good, and young collections run every 5,000 allocations instead
+    of 700: 1.5% of the instructions of a bulk replay, 4% with 10,000 flows.
+    (Not done by main() itself: a program calling it keeps its own settings.)"""
+    gc.freeze()
+    gc.set_threshold(5000, 10, 10)
+    main(prog_name="grotool")
