@@ -3,14 +3,15 @@
 cimport cython
 from grotool.engine.skb cimport Skb, Stats
 from grotool.engine.gro cimport GroNode
-from grotool.engine.rss cimport hash_input
+from grotool.engine.rss cimport Toeplitz, hash_input
 
 cpdef receive_batch(GroNode gro, list skbs, primer)
 cpdef budget_exhausted(GroNode gro, long hz)
 
 cdef class VethDevice:
     cdef dict __dict__
-    cdef public object settings, primer, _flow_hash
+    cdef public object settings, primer
+    cdef public Toeplitz toeplitz
     cdef public Stats stats
     cdef public GroNode gro
     cdef public list pending
@@ -29,7 +30,8 @@ cdef class _Queue:
 
 cdef class NicDevice:
     cdef dict __dict__
-    cdef public object settings, toeplitz, now, primer, next_at, single_queue
+    cdef public object settings, now, primer, next_at, single_queue
+    cdef public Toeplitz toeplitz
     cdef public Stats stats
     cdef public object gro_flush_timeout
     cdef public long long napi_defer_hard_irqs

@@ -137,11 +137,11 @@ class VethDevice:
         self.budget = settings.budget
         self.primer = make_primer(settings, stats)
         # --rss: the hash the nic device computes, as grotool kernel --rss sets it
-        self._flow_hash = Toeplitz(settings.rss_key).flow_hash if settings.veth_rss else None
+        self.toeplitz = Toeplitz(settings.rss_key) if settings.veth_rss else None
 
     def feed(self, skb: Skb) -> None:
-        if self._flow_hash is not None:
-            skb.hash = self._flow_hash(skb.data, skb.l2_len, skb.protocol)
+        if self.toeplitz is not None:
+            skb.hash = self.toeplitz.flow_hash(skb.data, skb.l2_len, skb.protocol)
         self.pending.append(skb)
         if len(self.pending) >= self.budget:
             self._poll()

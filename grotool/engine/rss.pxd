@@ -3,5 +3,16 @@ cimport cython
 
 @cython.locals(raw=cython.p_uchar, n=Py_ssize_t, ihl=Py_ssize_t, proto=int, pos=Py_ssize_t, nexthdr=int, addrs=bytes)
 cpdef bytes hash_input(bytes data, Py_ssize_t off, int protocol)
-@cython.locals(result=cython.uint, pos=Py_ssize_t, row=list, raw="const unsigned char *")
+@cython.locals(result=cython.uint, entry=cython.uint, pos=Py_ssize_t, row=list, raw="const unsigned char *")
 cpdef unsigned int _hash_by_tables(list tables, bytes tuple_bytes)
+
+cdef class Toeplitz:
+    cdef public bytes _key_bytes
+    cdef public object _key
+    cdef public Py_ssize_t _bits, _misses
+    cdef public dict cache
+    @cython.locals(nbits=Py_ssize_t, shift=Py_ssize_t, i=Py_ssize_t)
+    cpdef hash(self, bytes tuple_bytes)
+    cpdef flow_hash(self, bytes data, Py_ssize_t off, int protocol)
+    @cython.locals(pos=Py_ssize_t, byte=int, j=int, tables=list, row=list)
+    cpdef list _tables(self, Py_ssize_t nbytes)

@@ -109,5 +109,6 @@ def _hash_by_tables(tables: list, tuple_bytes: bytes) -> int:
     raw = tuple_bytes     # read in place (a C pointer in the compiled build): pos < len(tuple_bytes)
     for pos in range(len(tuple_bytes)):
         row = tables[pos]
-        result ^= row[raw[pos]]
+        entry = row[raw[pos]]
+        result ^= entry
     return result
