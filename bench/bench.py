@@ -135,25 +135,43 @@ def measure(label: str, packets: int, cmd, **kw) -> dict:
     return {"what": label, "seconds": round(secs, 3), "pps": round(packets / secs), "peak_rss_mib": rss}
 
 
+def median_row(runs: list) -> dict:
+    """One row from repeated runs of a command: the median time (the middle run,
+    or the mean of the two middle ones), the largest peak RSS, every time kept."""
+    times = sorted(r["seconds"] for r in runs)
+    mid = len(times) // 2
+    secs = times[mid] if len(times) % 2 else (times[mid - 1] + times[mid]) / 2
+    packets = runs[0]["pps"] * runs[0]["seconds"]
+    return {"what": runs[0]["what"], "seconds": round(secs, 3), "pps": round(packets / secs),
+            "peak_rss_mib": max(r["peak_rss_mib"] for r in runs), "runs": [r["seconds"] for r in runs]}
+
+
 def run_one(kind: str, packets: int, builds, tmp: str, args) -> dict:
     cap = os.path.join(tmp, f"{kind}-{packets}.pcap")
     start = time.perf_counter()
     bench_inputs.write_input(kind, cap, packets)
+    os.sync()          # the new input on disk: its writeback must not run under the timed commands
     entry = {"input": kind, "packets": packets, "capture_bytes": os.path.getsize(cap),
              "generate_s": round(time.perf_counter() - start, 3), "rows": []}
     rows = entry["rows"]
-    first_output = None
+    first_output = os.path.join(tmp, f"out-{builds[0][0]}.pcap")
+    # every grotool command and the floor, once per round, in the same order each
+    # round: drift of the machine spreads over all of them; the median run counts
+    commands = []
     for label, cmd in builds:
-        rows.append(measure(f"{label} statistics only", packets, cmd + REPLAY_OPTIONS + [cap], cwd=ROOT))
         out = os.path.join(tmp, f"out-{label}.pcap")
-        rows.append(measure(f"{label} end to end", packets, cmd + REPLAY_OPTIONS + [cap, out], cwd=ROOT))
-        if first_output is None:
-            first_output = out
-        else:
-            os.unlink(out)
-    floor = measure("I/O floor", packets, [sys.executable, str(ROOT / "bench" / "floor.py"), cap, first_output,
-                                           os.path.join(tmp, "floor.pcap")])
-    rows.append(floor)
+        commands.append((f"{label} statistics only", cmd + REPLAY_OPTIONS + [cap], None))
+        commands.append((f"{label} end to end", cmd + REPLAY_OPTIONS + [cap, out], out))
+    commands.append(("I/O floor", [sys.executable, str(ROOT / "bench" / "floor.py"), cap, first_output,
+                                   os.path.join(tmp, "floor.pcap")], None))
+    runs = {label: [] for label, _, _ in commands}
+    for _ in range(args.repeat):
+        for label, cmd, out in commands:
+            if out is not None and os.path.exists(out):
+                os.unlink(out)                     # each end-to-end run writes a new file
+            runs[label].append(measure(label, packets, cmd, cwd=ROOT))
+    rows.extend(median_row(runs[label]) for label, _, _ in commands)
+    floor = rows[-1]
     tshark = None
     if not args.no_tshark and shutil.which("tshark"):
         tshark = measure("tshark -q -z conv,tcp", packets, ["tshark", "-q", "-z", "conv,tcp", "-r", cap])
@@ -215,6 +233,9 @@ def main() -> None:
     ap.add_argument("--python", default=None, help="Run grotool as PYTHON -m grotool (env GROTOOL_BENCH_PYTHON).")
     ap.add_argument("--build", action="append", default=[], metavar="LABEL=COMMAND",
                     help="A grotool build to measure, e.g. compiled='python3 -m grotool'. Repeatable.")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="Runs of each grotool command and of the floor, the median counted (default 3; "
+                         "tshark and scapy run once).")
     ap.add_argument("--scapy-packets", type=int, default=None, help="Packets the scapy loop is timed on.")
     ap.add_argument("--no-tshark", action="store_true")
     ap.add_argument("--no-scapy", action="store_true")

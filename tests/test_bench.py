@@ -54,3 +54,6 @@ def test_quick_benchmark_runs_every_measurement(tmp_path):
     for entry in doc["results"]:
         for row in entry["rows"]:
             assert row["seconds"] > 0 and row["pps"] > 0
+        # grotool and the floor ran three times each (the default --repeat), the median counted
+        for row in entry["rows"][:3]:
+            assert len(row["runs"]) == 3 and row["seconds"] == sorted(row["runs"])[1], row
