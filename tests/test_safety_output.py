@@ -452,3 +452,17 @@ def test_devices_and_fifos_are_written_before_writev_returns(tmp_path):
     out.writev([b"x" * 100_000] * 50)
     assert _behind_threads() == []
     out.commit()
+
+
+def test_write_behind_passes_on_an_unexpected_error_and_removes_the_temporary(tmp_path):
+    from grotool.io.safe_output import SafeOutput
+
+    dest = tmp_path / "out.bin"
+    out = SafeOutput(str(dest))
+    out.writev([b"fine"])
+    out.writev([object()])                                     # not a buffer: os.writev raises TypeError
+    with pytest.raises(TypeError):
+        for _ in range(20):                                    # never blocks: the thread keeps draining
+            out.writev([b"more"])
+        out.commit()
+    assert not dest.exists() and debris(tmp_path) == [] and _behind_threads() == []

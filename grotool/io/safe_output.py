@@ -135,12 +135,12 @@ class _WriteBehind:
     """A thread writing one temporary file's gathered pieces in order, so the
     copy into the page cache runs beside the replay instead of inside it (the
     system call releases the GIL).  It also starts the disk writeback as it
-    goes.  An OSError stops its writing; the owner learns of it from
+    goes.  An error stops its writing; the owner learns of it from
     ``failure`` and ``stop()``."""
 
     def __init__(self, fd: int):
         self.fd = fd
-        self.failure: Optional[OSError] = None
+        self.failure: Optional[BaseException] = None
         self._written = 0                      # bytes written to the file
         self._sent_to_disk = 0                 # of those, how many writeback was started for
         self._discard = False
@@ -153,9 +153,9 @@ class _WriteBehind:
     def put(self, pieces: List) -> None:
         self._jobs.put(pieces)
 
-    def stop(self, discard: bool = False) -> Optional[OSError]:
+    def stop(self, discard: bool = False) -> Optional[BaseException]:
         """Write what is queued (or drop it, with ``discard``), end the thread;
-        the OSError that stopped its writing, if any."""
+        the exception that stopped its writing, if any."""
         self._discard = discard
         self._jobs.put(None)
         self._thread.join()
@@ -170,7 +170,7 @@ class _WriteBehind:
                 continue                       # drained, never written
             try:
                 self._written += _write_all(self.fd, pieces)
-            except OSError as exc:
+            except BaseException as exc:       # the owner raises it; this thread keeps draining
                 self.failure = exc
                 continue
             if self._written - self._sent_to_disk >= WRITEBACK_BYTES:
@@ -299,8 +299,11 @@ class SafeOutput:
             return
         behind, self._behind = self._behind, None
         failure = behind.stop()
-        if failure is not None:
+        if isinstance(failure, OSError):
             raise self._error(failure) from None
+        if failure is not None:
+            self.abort()
+            raise failure
 
     def commit(self) -> None:
         if self.fd is None:
