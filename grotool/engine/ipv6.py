@@ -11,6 +11,7 @@ from .offloads import INET6_OFFLOADS, enter_layer
 # Routing, Destination Options.  Fragment (44), AH (51), none (59) have no handler.
 EXTHDRS = frozenset((0, 43, 60))
 IPV6_MAXPLEN = 65535
+NEXTHDR_BYTES = tuple(bytes((value,)) for value in range(256))   # a header byte, without a slice
 
 
 def ipv6_gro_receive(bucket, skb, gro):
@@ -47,7 +48,7 @@ def ipv6_gro_receive(bucket, skb, gro):
     # same flow: version + flow label (traffic class excluded), addresses,
     # next header, and the bytes of any extension headers
     first = bytes((raw[off] & 0xF0, raw[off + 1] & 0x0F, raw[off + 2], raw[off + 3]))
-    skb.key += first + raw[off + 6:off + 7] + raw[off + 8:off + 40] + raw[off + 40:pos]
+    skb.key += first + NEXTHDR_BYTES[raw[off + 6]] + raw[off + 8:pos]     # addresses, then extension headers
     if pending and skb.flush is None:
         skb.flush = "ipv6_payload_len_mismatch"
     skb.off = pos
