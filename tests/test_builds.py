@@ -146,7 +146,7 @@ def test_skb_declarations_are_exactly_the_fields_init_sets():
 
     pxd = (ROOT / "grotool" / "engine" / "skb.pxd").read_text()
     skb_class = pxd.split("cdef class Skb:")[1].split("cdef class ")[0]
-    declared = re.findall(r"^    cdef public [\w ]+? (\w+)$", skb_class, re.M)
+    declared = re.findall(r"^    cdef public [\w ]+? (\w+)(?:\[\d+\])?$", skb_class, re.M)   # name or name[N]
     assert "data" in declared and "off" in declared and len(declared) == len(set(declared))
     code = ("from grotool.engine.skb import Skb, new_skb\n"
             "s = Skb(b'\\x00' * 60, 5, 7, 14)\n"
