@@ -12,7 +12,7 @@ cdef class FlowStats:
 cdef class StatsCollector:
     cdef dict __dict__
     cdef public object linktype, namer, interfaces, layout, layers
-    cdef public dict flows, reason_counts, _by_key, _namers
+    cdef public dict flows, _reasons_seen, _by_key, _namers
     cdef public tuple _ports
     cdef public Py_ssize_t packets_in, packets_out, super_packets, max_segs
 
