@@ -116,3 +116,53 @@ def test_standard_input_across_chunks(tmp_path):
                          timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.decode().split() == [digest, str(cut_record)]
+
+
+
+class Source:
+    """An input without a file size (like a pipe) that records the size of every
+    read; with a seed each read returns at most a random few bytes (1 to 70,000)."""
+
+    def __init__(self, data, seed=None):
+        self.data = data
+        self.at = 0
+        self.rng = random.Random(seed) if seed is not None else None
+        self.sizes = []
+
+    def read(self, n=-1):
+        self.sizes.append(n)
+        if n < 0:
+            n = len(self.data)
+        if self.rng is not None:
+            n = min(n, self.rng.choice([1, 7, 15, 16, 17, 300, 1514, 40_000, 70_000]))
+        out = self.data[self.at:self.at + n]
+        self.at += len(out)
+        return out
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_short_reads_anywhere(monkeypatch, seed):
+    data = build(SIZES)
+    cut = len(data) - 1000                       # the last record cut short
+    expected = independent(data[:cut])
+    assert expected[1] is not None
+    source = Source(data[:cut], seed)
+    monkeypatch.setattr(capture, "_open_binary", lambda path: source)
+    assert read_all("pipe") == expected
+    assert source.at == cut and len(source.sizes) > 100
+
+
+def test_whole_chunk_reads(monkeypatch):
+    """A record cut by a chunk's end gets its missing bytes from the next chunk,
+    whose rest becomes the buffer after it: after the first read, the file is
+    read in whole chunks, one read per chunk (and one more that finds the end)."""
+    data = build(SIZES)
+    source = Source(data)
+    monkeypatch.setattr(capture, "_open_binary", lambda path: source)
+    assert read_all("file") == independent(data)
+    assert source.sizes[:2] == [2, capture.CHUNK - 2]          # the magic peeked, then the first read
+    chunks = -(-(len(data) - capture.CHUNK) // CHUNK)
+    assert source.sizes[2:] == [CHUNK] * (chunks + 1)

@@ -14,13 +14,13 @@ cdef class _PcapngRecords(_Records):
 
 cdef class _PcapRecords(_Records):
     cdef object reader, stream, name, unpack_header
-    cdef bytes buf
+    cdef bytes buf, spare
     cdef long long fraction_ns
-    cdef Py_ssize_t max_caplen, file_size, pos, end, offset
+    cdef Py_ssize_t max_caplen, file_size, pos, end, offset, spare_pos
     cdef bint eof, done
     cdef public Py_ssize_t index
 
-    @cython.locals(have=cython.Py_ssize_t)
+    @cython.locals(have=cython.Py_ssize_t, start=cython.Py_ssize_t, take=cython.Py_ssize_t)
     cpdef refill(self, Py_ssize_t need)
     cpdef cut_short(self, Py_ssize_t at, str detail)
     @cython.locals(pos=cython.Py_ssize_t, stop=cython.Py_ssize_t, at=cython.Py_ssize_t,

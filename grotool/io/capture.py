@@ -143,6 +143,8 @@ class _PcapRecords(_Records):
         self.max_caplen = reader._record_limit(reader.snaplen)
         self.file_size = reader.file_size if reader.file_size is not None else -1   # -1: not known
         self.buf = first
+        self.spare = b""             # a chunk read ahead whose bytes from spare_pos follow buf's end in the file
+        self.spare_pos = 0
         self.pos = 0                 # the next record's header in buf
         self.end = len(first)
         self.offset = offset         # file offset of buf[0]
@@ -154,28 +156,55 @@ class _PcapRecords(_Records):
         self.interface = 0
 
     def refill(self, need: int) -> None:
-        """Keep the unread tail and read behind it until ``need`` bytes are
+        """Keep the unread tail and add behind it until ``need`` bytes are
         buffered or the input ends: memory follows the bytes really present,
-        never what a record claims.  With nothing left unread a whole chunk is
-        read and becomes the buffer as it is; a record cut by the end of the
-        buffer gets only the bytes it lacks (a chunk at most per read), so the
-        join copies that record, not a chunk."""
-        parts = [self.buf[self.pos:self.end]]
+        never what a record claims.  Input is read a chunk at a time.  With
+        nothing left unread the next chunk becomes the buffer as it is; a record
+        cut by the end of the buffer is given only the bytes it lacks, so the
+        join copies that record, not a chunk, and the rest of that chunk is kept
+        (``spare``) to become the buffer after the record: one read per chunk."""
         have = self.end - self.pos
+        if not have and self.spare_pos < len(self.spare):
+            # the file goes on in the spare chunk: it becomes the buffer, unsliced
+            self.offset += self.end - self.spare_pos
+            self.buf = self.spare
+            self.pos = self.spare_pos
+            self.end = len(self.spare)
+            self.spare = b""
+            self.spare_pos = 0
+            have = self.end - self.pos
+            if have >= need:
+                return
+        parts = [self.buf[self.pos:self.end]]
         self.offset += self.pos
-        while have < need and not self.eof:
-            try:
-                chunk = self.stream.read(min(need - have, RECORD_CHUNK) if have else RECORD_CHUNK)
-            except READ_ERRORS as exc:
-                raise InputError(f"{self.name}: read error near byte offset {self.offset + have}: {exc}") from None
-            if not chunk:
-                self.eof = True
-            elif have:
-                parts.append(chunk)
-                have += len(chunk)
+        while have < need:
+            if self.spare_pos < len(self.spare):
+                chunk = self.spare
+                start = self.spare_pos
+            elif self.eof:
+                break
             else:
-                parts[0] = chunk
-                have = len(chunk)
+                try:
+                    chunk = self.stream.read(RECORD_CHUNK)
+                except READ_ERRORS as exc:
+                    raise InputError(f"{self.name}: read error near byte offset {self.offset + have}: {exc}") from None
+                start = 0
+                if not chunk:
+                    self.eof = True
+                    break
+                if not have:
+                    parts[0] = chunk
+                    have = len(chunk)
+                    continue
+            take = min(need - have, len(chunk) - start)
+            parts.append(chunk[start:start + take])
+            have += take
+            if start + take < len(chunk):
+                self.spare = chunk
+                self.spare_pos = start + take
+            else:
+                self.spare = b""
+                self.spare_pos = 0
         self.buf = parts[0] if len(parts) == 1 else b"".join(parts)
         self.pos = 0
         self.end = have

@@ -4,18 +4,21 @@
 import cython
 from grotool.engine.skb cimport Delivery
 
+cdef class Tally:
+    cdef public Py_ssize_t n
+
 cdef class FlowStats:
     cdef public object flow, interface, layout
-    cdef public dict reason_counts, layers
+    cdef public dict reason_tallies, layers
     cdef public Py_ssize_t packets_in, packets_out, super_packets, max_segs, bytes_out
 
 cdef class StatsCollector:
     cdef dict __dict__
     cdef public object linktype, namer, interfaces, layout, layers
-    cdef public dict flows, reason_counts, _by_key, _namers
+    cdef public dict flows, _reasons_seen, _by_key, _namers
     cdef public tuple _ports
     cdef public Py_ssize_t packets_in, packets_out, super_packets, max_segs
 
     # given the engine's deliveries (replay, api): a Delivery, whose fields are read as C struct fields
-    @cython.locals(fs=FlowStats, segs=cython.Py_ssize_t, reasons=dict)
+    @cython.locals(fs=FlowStats, segs=cython.Py_ssize_t, tally=Tally)
     cpdef add(self, Delivery delivery)

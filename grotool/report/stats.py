@@ -30,8 +30,18 @@ def make_namer(linktype: int, vxlan_ports=(), geneve_ports=()):
     return FlowNamer(linktype, vxlan_ports=vxlan_ports, geneve_ports=geneve_ports)
 
 
+class Tally:
+    """A count a dict holds by reference: adding one changes it in place, no
+    store into the dict (and no new integer object) per delivery."""
+
+    __slots__ = ("n",)
+
+    def __init__(self):
+        self.n = 0
+
+
 class FlowStats:
-    __slots__ = ("flow", "packets_in", "packets_out", "super_packets", "max_segs", "reason_counts", "bytes_out",
+    __slots__ = ("flow", "packets_in", "packets_out", "super_packets", "max_segs", "reason_tallies", "bytes_out",
                  "interface", "layers", "layout")
 
     def __init__(self, flow: FlowTuple, interface: int = 0):
@@ -41,12 +51,17 @@ class FlowStats:
         self.packets_out = 0
         self.super_packets = 0
         self.max_segs = 0
-        self.reason_counts: Dict[str, int] = {}   # flush reason -> packets, in first-seen order
+        self.reason_tallies: Dict[str, Tally] = {}   # flush reason -> packets, in first-seen order
         self.bytes_out = 0
         # (reason, "outer"/"inner") -> packets, of encapsulated packets (a plain dict:
         # a Counter per flow cost more than the rest of a new flow's record)
         self.layers: Dict[Tuple[str, str], int] = {}
         self.layout: Optional["LayoutTotals"] = None   # with --layout: this flow's super-packets' shapes
+
+    @property
+    def reason_counts(self) -> Dict[str, int]:
+        """Flush reason -> packets, in first-seen order."""
+        return {reason: tally.n for reason, tally in self.reason_tallies.items()}
 
     @property
     def reasons(self) -> Counter:
@@ -127,7 +142,9 @@ class StatsCollector:
         self.interfaces: List[dict] = interfaces if interfaces is not None else []
         self._namers: Dict[int, object] = {0: self.namer}
         self.flows: Dict[tuple, FlowStats] = {}       # (interface, flow) -> its statistics
-        self.reason_counts: Dict[str, int] = {}   # flush reason -> packets, in first-seen order
+        # every flush reason seen, in first-seen order (the totals are the flows' counts,
+        # summed when read: one dict update per delivery instead of two)
+        self._reasons_seen: Dict[str, None] = {}
         self.packets_in = 0
         self.packets_out = 0
         self.super_packets = 0
@@ -161,6 +178,15 @@ class StatsCollector:
         return f"if{interface}"
 
     @property
+    def reason_counts(self) -> Dict[str, int]:
+        """Flush reason -> packets, in first-seen order."""
+        totals = dict.fromkeys(self._reasons_seen, 0)
+        for fs in self.flows.values():
+            for reason, tally in fs.reason_tallies.items():
+                totals[reason] += tally.n
+        return totals
+
+    @property
     def reasons(self) -> Counter:
         return Counter(self.reason_counts)
 
@@ -186,8 +212,13 @@ class StatsCollector:
         fs.packets_in += segs
         fs.packets_out += 1
         fs.bytes_out += len(delivery.data)
-        reasons = fs.reason_counts
-        reasons[reason] = reasons.get(reason, 0) + 1
+        tally = fs.reason_tallies.get(reason)
+        if tally is None:
+            tally = fs.reason_tallies[reason] = Tally()
+            # a flow's first sight of a reason: in delivery order, the first of these
+            # for each reason is its first sight overall
+            self._reasons_seen[reason] = None
+        tally.n += 1
         layer = delivery.layer
         if layer:
             fs.layers[reason, layer] = fs.layers.get((reason, layer), 0) + 1
@@ -208,8 +239,6 @@ class StatsCollector:
                 fs.layout.add(delivery, shape)
         if segs > self.max_segs:
             self.max_segs = segs
-        reasons = self.reason_counts
-        reasons[reason] = reasons.get(reason, 0) + 1
 
     def sorted_flows(self) -> List[FlowStats]:
         return sorted(self.flows.values(), key=lambda f: (-f.packets_in, f.flow[0], f.flow[1], f.flow[2],

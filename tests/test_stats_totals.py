@@ -1,0 +1,43 @@
+"""The statistics' total flush reasons are summed from the flows when read: they
+must keep the order in which each reason was first seen across all flows (which
+breaks ties in the JSON's most-frequent-first order), not the flows' order."""
+
+from grotool.engine.skb import Delivery
+from grotool.report.stats import StatsCollector
+
+UNPARSED_LINKTYPE = 147          # a link type grotool does not parse: one flow per interface
+
+
+def feed(collector, deliveries):
+    for index, (interface, reason, segs) in enumerate(deliveries):
+        collector.add(Delivery(index, b"\x00" * 60 * segs, segs, reason, tuple(range(segs)),
+                               interface=interface))
+
+
+def test_totals_in_first_seen_order_across_flows():
+    collector = StatsCollector(UNPARSED_LINKTYPE)
+    # interface 0's flow is made first and sees "b" only after interface 1 saw "c"
+    feed(collector, [(0, "a", 2), (1, "c", 1), (0, "b", 1), (1, "a", 3), (2, "b", 1), (2, "c", 1)])
+    assert list(collector.reason_counts.items()) == [("a", 2), ("c", 2), ("b", 2)]
+    assert [(fs.interface, list(fs.reason_counts.items())) for fs in collector.flows.values()] == [
+        (0, [("a", 1), ("b", 1)]), (1, [("c", 1), ("a", 1)]), (2, [("b", 1), ("c", 1)])]
+    totals = collector.document({}, {})["totals"]
+    # a three-way tie: first seen first
+    assert list(totals["flush_reasons"].items()) == [("a", 2), ("c", 2), ("b", 2)]
+    assert (totals["packets_in"], totals["packets_out"], totals["super_packets"], totals["max_segs"]) == (9, 6, 2, 3)
+
+
+def test_totals_follow_later_deliveries():
+    collector = StatsCollector(UNPARSED_LINKTYPE)
+    feed(collector, [(0, "x", 1), (1, "y", 1)])
+    assert collector.reason_counts == {"x": 1, "y": 1}
+    feed(collector, [(1, "y", 1), (0, "z", 2), (1, "y", 1)])
+    assert list(collector.reason_counts.items()) == [("x", 1), ("y", 3), ("z", 1)]
+    assert collector.reasons.most_common() == [("y", 3), ("x", 1), ("z", 1)]
+    assert list(collector.document({}, {})["totals"]["flush_reasons"].items()) == [("y", 3), ("x", 1), ("z", 1)]
+
+
+def test_no_deliveries_no_reasons():
+    collector = StatsCollector(UNPARSED_LINKTYPE)
+    assert collector.reason_counts == {}
+    assert collector.document({}, {})["totals"]["flush_reasons"] == {}
