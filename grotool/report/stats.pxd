@@ -4,12 +4,9 @@
 import cython
 from grotool.engine.skb cimport Delivery
 
-cdef class Tally:
-    cdef public Py_ssize_t n
-
 cdef class FlowStats:
     cdef public object flow, interface, layout
-    cdef public dict reason_tallies, layers
+    cdef public dict reason_counts, layers
     cdef public Py_ssize_t packets_in, packets_out, super_packets, max_segs, bytes_out
 
 cdef class StatsCollector:
@@ -20,5 +17,5 @@ cdef class StatsCollector:
     cdef public Py_ssize_t packets_in, packets_out, super_packets, max_segs
 
     # given the engine's deliveries (replay, api): a Delivery, whose fields are read as C struct fields
-    @cython.locals(fs=FlowStats, segs=cython.Py_ssize_t, tally=Tally)
+    @cython.locals(fs=FlowStats, segs=cython.Py_ssize_t, reasons=dict)
     cpdef add(self, Delivery delivery)

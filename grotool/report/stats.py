@@ -30,18 +30,8 @@ def make_namer(linktype: int, vxlan_ports=(), geneve_ports=()):
     return FlowNamer(linktype, vxlan_ports=vxlan_ports, geneve_ports=geneve_ports)
 
 
-class Tally:
-    """A count a dict holds by reference: adding one changes it in place, no
-    store into the dict (and no new integer object) per delivery."""
-
-    __slots__ = ("n",)
-
-    def __init__(self):
-        self.n = 0
-
-
 class FlowStats:
-    __slots__ = ("flow", "packets_in", "packets_out", "super_packets", "max_segs", "reason_tallies", "bytes_out",
+    __slots__ = ("flow", "packets_in", "packets_out", "super_packets", "max_segs", "reason_counts", "bytes_out",
                  "interface", "layers", "layout")
 
     def __init__(self, flow: FlowTuple, interface: int = 0):
@@ -51,17 +41,13 @@ class FlowStats:
         self.packets_out = 0
         self.super_packets = 0
         self.max_segs = 0
-        self.reason_tallies: Dict[str, Tally] = {}   # flush reason -> packets, in first-seen order
+        self.reason_counts: Dict[str, int] = {}   # flush reason -> packets, in first-seen order
         self.bytes_out = 0
         # (reason, "outer"/"inner") -> packets, of encapsulated packets (a plain dict:
-        # a Counter per flow cost more than the rest of a new flow's record)
-        self.layers: Dict[Tuple[str, str], int] = {}
+        # a Counter per flow cost more than the rest of a new flow's record); made
+        # on the first encapsulated delivery: most flows never need it
+        self.layers: Optional[Dict[Tuple[str, str], int]] = None
         self.layout: Optional["LayoutTotals"] = None   # with --layout: this flow's super-packets' shapes
-
-    @property
-    def reason_counts(self) -> Dict[str, int]:
-        """Flush reason -> packets, in first-seen order."""
-        return {reason: tally.n for reason, tally in self.reason_tallies.items()}
 
     @property
     def reasons(self) -> Counter:
@@ -182,8 +168,8 @@ class StatsCollector:
         """Flush reason -> packets, in first-seen order."""
         totals = dict.fromkeys(self._reasons_seen, 0)
         for fs in self.flows.values():
-            for reason, tally in fs.reason_tallies.items():
-                totals[reason] += tally.n
+            for reason, n in fs.reason_counts.items():
+                totals[reason] += n
         return totals
 
     @property
@@ -212,16 +198,20 @@ class StatsCollector:
         fs.packets_in += segs
         fs.packets_out += 1
         fs.bytes_out += len(delivery.data)
-        tally = fs.reason_tallies.get(reason)
-        if tally is None:
-            tally = fs.reason_tallies[reason] = Tally()
+        reasons = fs.reason_counts
+        n = reasons.get(reason)
+        if n is None:
+            n = 0
             # a flow's first sight of a reason: in delivery order, the first of these
             # for each reason is its first sight overall
             self._reasons_seen[reason] = None
-        tally.n += 1
+        reasons[reason] = n + 1
         layer = delivery.layer
         if layer:
-            fs.layers[reason, layer] = fs.layers.get((reason, layer), 0) + 1
+            layers = fs.layers
+            if layers is None:
+                layers = fs.layers = {}
+            layers[reason, layer] = layers.get((reason, layer), 0) + 1
             self.layers[reason, layer] += 1
         if segs > fs.max_segs:
             fs.max_segs = segs
