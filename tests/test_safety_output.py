@@ -436,9 +436,9 @@ def test_write_behind_queue_is_bounded_and_abort_drops_it(tmp_path, monkeypatch)
         time.sleep(0.01)                                       # the writer catching up
     assert written == [b"y"] * 20
     release.clear()
-    for letter in b"abc":
+    for letter in b"abcdefgh"[:safe_output.WRITE_BEHIND_QUEUE + 1]:
         out.writev([bytes([letter]) * 1000])
-    time.sleep(0.2)                                            # "a" in the writer's hands, "b" and "c" queued
+    time.sleep(0.2)                                            # "a" in the writer's hands, the rest queued
     threading.Timer(0.2, release.set).start()
     out.abort()                                                # waits for the writer, drops what is queued
     assert written == [b"y"] * 20 + [b"a"]

@@ -46,7 +46,7 @@ _IOV_PIECES = 512                          # below IOV_MAX (1024 on Linux)
 WRITEBACK_BYTES = 8 << 20
 # Gathered writes (about a megabyte each) waiting for the write-behind thread:
 # the caller blocks beyond this, so memory stays bounded whatever the disk does.
-WRITE_BEHIND_QUEUE = 2
+WRITE_BEHIND_QUEUE = 1
 
 
 def remove_temporaries() -> None:
