@@ -261,16 +261,8 @@ class SafeOutput:
         return _fail(self.path, self.what, exc.strerror or str(exc))
 
     def write(self, data) -> None:
-        if self.temporary is not None:
-            self.writev([bytes(data)])             # behind the gathered writes already queued
-            return
-        try:
-            _write_all(self.fd, [memoryview(data)])
-        except BrokenPipeError:
-            self.abort()
-            raise
-        except OSError as exc:
-            raise self._error(exc) from None
+        # a temporary file's thread writes later: a copy, so the caller may reuse its buffer
+        self.writev([bytes(data) if self.temporary is not None else memoryview(data)])
 
     def writev(self, pieces: List) -> None:
         """Write every buffer of ``pieces`` (the list is taken over, the caller
@@ -294,7 +286,8 @@ class SafeOutput:
         self._behind.put(pieces)
 
     def _finish_writes(self) -> None:
-        """Wait for the write-behind thread; an OSError it met is raised here."""
+        """Wait for the write-behind thread; what stopped its writing is raised
+        here (an OSError as the one-line output error)."""
         if self._behind is None:
             return
         behind, self._behind = self._behind, None
