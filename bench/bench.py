@@ -135,13 +135,12 @@ def measure(label: str, packets: int, cmd, **kw) -> dict:
     return {"what": label, "seconds": round(secs, 3), "pps": round(packets / secs), "peak_rss_mib": rss}
 
 
-def median_row(runs: list) -> dict:
+def median_row(runs: list, packets: int) -> dict:
     """One row from repeated runs of a command: the median time (the middle run,
     or the mean of the two middle ones), the largest peak RSS, every time kept."""
     times = sorted(r["seconds"] for r in runs)
     mid = len(times) // 2
     secs = times[mid] if len(times) % 2 else (times[mid - 1] + times[mid]) / 2
-    packets = runs[0]["pps"] * runs[0]["seconds"]
     return {"what": runs[0]["what"], "seconds": round(secs, 3), "pps": round(packets / secs),
             "peak_rss_mib": max(r["peak_rss_mib"] for r in runs), "runs": [r["seconds"] for r in runs]}
 
@@ -170,7 +169,7 @@ def run_one(kind: str, packets: int, builds, tmp: str, args) -> dict:
             if out is not None and os.path.exists(out):
                 os.unlink(out)                     # each end-to-end run writes a new file
             runs[label].append(measure(label, packets, cmd, cwd=ROOT))
-    rows.extend(median_row(runs[label]) for label, _, _ in commands)
+    rows.extend(median_row(runs[label], packets) for label, _, _ in commands)
     floor = rows[-1]
     tshark = None
     if not args.no_tshark and shutil.which("tshark"):
