@@ -16,6 +16,8 @@ cdef long _NOT_COMPARED, _COMPARED, _FIN_PSH, _FINAL_FLAGS
 cpdef long word32(bytes data, Py_ssize_t at)
 @cython.locals(k=Py_ssize_t, raw_a=cython.p_uchar, raw_b=cython.p_uchar)
 cpdef bint same_bytes(bytes a, Py_ssize_t i, bytes b, Py_ssize_t j, Py_ssize_t n)
+@cython.locals(i=Py_ssize_t, kind=int, olen=int, n=Py_ssize_t, found=list)
+cpdef list option_offsets(bytes opts)
 @cython.locals(i=Py_ssize_t, kind=int, olen=int, n=Py_ssize_t)
 cpdef _options_reason(bytes opts, bytes opts2)
 @cython.locals(data=bytes, field=long, seed=long, off=Py_ssize_t)

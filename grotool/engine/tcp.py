@@ -167,25 +167,27 @@ def _flag_diff_reason(flags: int, diff: int) -> str:
     return "tcp_window_changed"
 
 
-def option_offsets(opts: bytes):
+def option_offsets(opts: bytes) -> list:
     """(offset, kind, length) of each TCP option in ``opts`` up to the end-of-list
     option or the first malformed one; no-operation padding is skipped."""
+    found = []
     i = 0
     n = len(opts)
     while i < n:
         kind = opts[i]
         if kind == 0:
-            return
+            break
         if kind == 1:
             i += 1
             continue
         if i + 1 >= n:
-            return
+            break
         olen = opts[i + 1]
         if olen < 2:
-            return
-        yield i, kind, olen
+            break
+        found.append((i, kind, olen))
         i += olen
+    return found
 
 
 def _options_reason(opts: bytes, opts2: bytes) -> str:
