@@ -3,7 +3,7 @@ cimport cython
 from grotool.engine.skb cimport Skb
 from grotool.engine.csum cimport ip_header_ok, replace16
 
-cdef dict INET_OFFLOADS
+cdef list INET_OFFLOADS
 cdef tuple PROTOCOL_BYTES
 cdef int GRO_RECURSION_LIMIT
 cdef int IP_DF, IP_MF, IP_OFFSET, IP_RESERVED, _MF_OR_OFFSET

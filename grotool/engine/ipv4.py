@@ -23,7 +23,7 @@ def inet_gro_receive(bucket, skb, gro):
         return None
     raw = data     # the same bytes read in place (a C pointer in the compiled build): 20 are present
     proto = raw[off + 9]
-    entry = INET_OFFLOADS.get(proto)
+    entry = INET_OFFLOADS[proto]
     if entry is None:
         # inet_gro_receive: no gro_receive for this protocol (ICMP, SCTP, ...)
         skb.flush = skb.flush or "ip_no_l4_handler"
@@ -50,7 +50,7 @@ def inet_gro_receive(bucket, skb, gro):
         elif frag_off & IP_RESERVED:
             skb.flush = "ip_reserved_flag"
     # same flow: saddr, daddr, protocol
-    skb.key += raw[off + 12:off + 20] + PROTOCOL_BYTES[proto]
+    skb.key = b"".join((skb.key, raw[off + 12:off + 20], PROTOCOL_BYTES[proto]))
     mark = skb.encap_mark
     if not mark:
         skb.outer_family = 4

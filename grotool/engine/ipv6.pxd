@@ -3,7 +3,7 @@ cimport cython
 from grotool.engine.skb cimport Skb
 from grotool.engine.offloads cimport enter_layer
 
-cdef dict INET6_OFFLOADS
+cdef list INET6_OFFLOADS
 cdef tuple NEXTHDR_BYTES
 
 @cython.locals(data=bytes, raw=cython.p_uchar, off=Py_ssize_t, pending=bint, nexthdr=int, pos=Py_ssize_t, first=bytes,

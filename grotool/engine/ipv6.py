@@ -27,7 +27,7 @@ def ipv6_gro_receive(bucket, skb, gro):
     pending = ((raw[off + 4] << 8) | raw[off + 5]) != len(data) - off - 40
     nexthdr = raw[off + 6]
     pos = off + 40
-    entry = INET6_OFFLOADS.get(nexthdr)
+    entry = INET6_OFFLOADS[nexthdr]
     if entry is None:
         # ipv6_gro_pull_exthdrs: follow HBH / Routing / DstOpts headers
         while nexthdr in EXTHDRS:
@@ -40,7 +40,7 @@ def ipv6_gro_receive(bucket, skb, gro):
                 return None
             nexthdr = data[pos]
             pos += hlen
-        entry = INET6_OFFLOADS.get(nexthdr)
+        entry = INET6_OFFLOADS[nexthdr]
         if entry is None:
             skb.flush = skb.flush or "ipv6_no_l4_handler"
             return None
@@ -48,7 +48,7 @@ def ipv6_gro_receive(bucket, skb, gro):
     # same flow: version + flow label (traffic class excluded), addresses,
     # next header, and the bytes of any extension headers
     first = bytes((raw[off] & 0xF0, raw[off + 1] & 0x0F, raw[off + 2], raw[off + 3]))
-    skb.key += first + NEXTHDR_BYTES[raw[off + 6]] + raw[off + 8:pos]     # addresses, then extension headers
+    skb.key = b"".join((skb.key, first, NEXTHDR_BYTES[raw[off + 6]], raw[off + 8:pos]))   # addresses, then extension headers
     if pending and skb.flush is None:
         skb.flush = "ipv6_payload_len_mismatch"
     skb.off = pos

@@ -9,13 +9,15 @@ gso_type, nhoff)`` patches the rebuilt header in place.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 # ethertype -> (gro_receive, gro_complete)
 PACKET_OFFLOADS: Dict[int, Tuple[Callable, Callable]] = {}
-# IP protocol -> (gro_receive, gro_complete), per family
-INET_OFFLOADS: Dict[int, Tuple[Callable, Callable]] = {}
-INET6_OFFLOADS: Dict[int, Tuple[Callable, Callable]] = {}
+# IP protocol -> (gro_receive, gro_complete) or None, per family: arrays
+# indexed by the protocol byte, as inet_offloads[] and inet6_offloads[] are
+MAX_INET_PROTOS = 256
+INET_OFFLOADS: List[Optional[Tuple[Callable, Callable]]] = [None] * MAX_INET_PROTOS
+INET6_OFFLOADS: List[Optional[Tuple[Callable, Callable]]] = [None] * MAX_INET_PROTOS
 VLAN_ETHERTYPES = (0x8100, 0x88A8)
 GRO_RECURSION_LIMIT = 15             # include/net/gro.h
 
