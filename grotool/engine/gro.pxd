@@ -7,6 +7,7 @@ from grotool.engine.skb cimport Delivery, Skb, Stats, new_delivery
 
 cdef int GRO_HASH_BUCKETS, MAX_GRO_SKBS
 cdef dict PACKET_OFFLOADS
+from grotool.engine.offloads cimport packet_offload
 
 cdef class Bucket:
     cdef public list held
@@ -18,7 +19,7 @@ cdef class GroNode:
     cdef public object settings, host, events, _deliver, jiffies
     cdef public Stats stats
     cdef public list buckets, rx_list
-    cdef public dict packet_offloads
+    cdef public tuple packet_offloads
     cdef public Py_ssize_t held_count, rx_count, queue, poll, _batch, max_skb_frags, size_check_from
     cdef public bint verify_l4, csum_auto, gro_enabled, rx_gro_list, l4_csum_full
 

@@ -14,7 +14,7 @@ from .config import GRO_HASH_BUCKETS, MAX_GRO_SKBS, Settings
 from .hoststate import HostSockets
 from .skb import Delivery, Skb, Stats, new_delivery
 from . import offloads
-from .offloads import PACKET_OFFLOADS
+from .offloads import PACKET_OFFLOADS, packet_offload
 
 
 class Bucket:
@@ -67,11 +67,11 @@ class GroNode:
         self.l4_csum_full = settings.l4_csum == "full"
         # below every limit merge_allowed_size checks, it cannot refuse
         self.size_check_from = min(65536, settings.gro_max_size, settings.gro_ipv4_max_size)
-        # the packet_offload list this kernel has: without CONFIG_VLAN_8021Q no VLAN GRO
-        self.packet_offloads = dict(PACKET_OFFLOADS)
-        if not settings.vlan_gro:
-            for ethertype in offloads.VLAN_ETHERTYPES:
-                self.packet_offloads.pop(ethertype, None)
+        # the packet_offload list this kernel has, as (type, gro_receive,
+        # gro_complete): without CONFIG_VLAN_8021Q no VLAN GRO
+        self.packet_offloads = tuple(
+            (ethertype, receive, complete) for ethertype, (receive, complete) in PACKET_OFFLOADS.items()
+            if settings.vlan_gro or ethertype not in offloads.VLAN_ETHERTYPES)
 
     # -- dev_gro_receive --------------------------------------------------------
     def receive(self, skb: Skb) -> None:
@@ -81,11 +81,11 @@ class GroNode:
             self.normal(skb, "gro_disabled")
             return
         bucket = self.buckets[skb.hash & (GRO_HASH_BUCKETS - 1)]
-        entry = self.packet_offloads.get(skb.protocol)   # the first packet_offload for skb->protocol
+        entry = packet_offload(self.packet_offloads, skb.protocol)
         if entry is None:
             self.normal(skb, skb.flush or "no_l2_handler")
             return
-        pp = entry[0](bucket, skb, self)
+        pp = entry[1](bucket, skb, self)
         if pp is not None:
             bucket.remove(pp)
             self.held_count -= 1
@@ -194,7 +194,7 @@ class GroNode:
         header = bytearray(raw[:p.off])
         gso_type: List[str] = []
         # gro_complete: the packet_offload gro_complete for skb->protocol, nhoff at the L3 start
-        PACKET_OFFLOADS[p.protocol][1](self, p, header, gso_type, p.l2_len)
+        packet_offload(self.packet_offloads, p.protocol)[2](self, p, header, gso_type, p.l2_len)
         chunks = p.chunks
         data = b"".join([header, raw[p.off:len(first)], *chunks])
         self.normal_one(new_delivery(p.ts, data, p.count, reason, tuple(p.indices), p.key,

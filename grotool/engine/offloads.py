@@ -33,6 +33,17 @@ def enter_layer(skb) -> bool:
     return True
 
 
+def packet_offload(offload_list: tuple, ethertype: int):
+    """gro_find_receive_by_type / gro_find_complete_by_type: the first entry
+    (type, gro_receive, gro_complete) of a node's packet_offload list
+    (GroNode.packet_offloads) for ethertype, or None."""
+    for entry in offload_list:
+        offload_type = entry[0]
+        if offload_type == ethertype:
+            return entry
+    return None
+
+
 def _register() -> None:
     from . import ipv4, ipv6, tcp, tunnels, udp, vlan
 

@@ -6,7 +6,7 @@ only: the first tunnel layer sets encap_mark and a second one flushes."""
 from __future__ import annotations
 
 from . import csum, ipv4, ipv6
-from .offloads import enter_layer
+from .offloads import enter_layer, packet_offload
 from .tcp import checksum_verified
 
 
@@ -64,7 +64,7 @@ def gre_gro_receive(bucket, skb, gro):
         skb.flush = skb.flush or "gre_unsupported"
         return None
     inner = (data[off + 2] << 8) | data[off + 3]
-    entry = gro.packet_offloads.get(inner)
+    entry = packet_offload(gro.packet_offloads, inner)
     if entry is None:
         skb.flush = skb.flush or "gre_unsupported"
         return None
@@ -85,7 +85,7 @@ def gre_gro_receive(bucket, skb, gro):
     skb.off = off + hlen
     if not enter_layer(skb):
         return None
-    return entry[0](bucket, skb, gro)
+    return entry[1](bucket, skb, gro)
 
 
 def gre_gro_complete(gro, p, header, gso_type, nhoff):
@@ -96,7 +96,7 @@ def gre_gro_complete(gro, p, header, gso_type, nhoff):
     flags = (header[nhoff] << 8) | header[nhoff + 1]
     hlen = 4 + (4 if flags & GRE_KEY else 0) + (4 if flags & GRE_CSUM else 0)
     inner = (header[nhoff + 2] << 8) | header[nhoff + 3]
-    gro.packet_offloads[inner][1](gro, p, header, gso_type, nhoff + hlen)
+    packet_offload(gro.packet_offloads, inner)[2](gro, p, header, gso_type, nhoff + hlen)
 
 
 # -- UDP tunnels: reached from udp_gro_receive through the socket's gro_receive --
@@ -148,13 +148,13 @@ def geneve_gro_receive(bucket, skb, gro):
         if not enter_layer(skb):
             return None
         return eth_gro_receive(bucket, skb, gro)
-    entry = gro.packet_offloads.get(inner)
+    entry = packet_offload(gro.packet_offloads, inner)
     if entry is None:
         skb.flush = skb.flush or "no_l2_handler"
         return None
     if not enter_layer(skb):
         return None
-    return entry[0](bucket, skb, gro)
+    return entry[1](bucket, skb, gro)
 
 
 def geneve_gro_complete(gro, p, header, gso_type, nhoff):
@@ -163,7 +163,7 @@ def geneve_gro_complete(gro, p, header, gso_type, nhoff):
     if inner == ETH_P_TEB:
         eth_gro_complete(gro, p, header, gso_type, nhoff + hlen)
     else:
-        gro.packet_offloads[inner][1](gro, p, header, gso_type, nhoff + hlen)
+        packet_offload(gro.packet_offloads, inner)[2](gro, p, header, gso_type, nhoff + hlen)
 
 
 # -- inner Ethernet: eth_gro_receive / eth_gro_complete (net/ethernet/eth.c) -----
@@ -177,16 +177,16 @@ def eth_gro_receive(bucket, skb, gro):
         return None
     ethertype = (data[off + 12] << 8) | data[off + 13]
     skb.key += data[off:off + 14]
-    entry = gro.packet_offloads.get(ethertype)
+    entry = packet_offload(gro.packet_offloads, ethertype)
     if entry is None:
         skb.flush = skb.flush or "no_l2_handler"
         return None
     skb.off = off + 14
     if not enter_layer(skb):
         return None
-    return entry[0](bucket, skb, gro)
+    return entry[1](bucket, skb, gro)
 
 
 def eth_gro_complete(gro, p, header, gso_type, nhoff):
     ethertype = (header[nhoff + 12] << 8) | header[nhoff + 13]
-    gro.packet_offloads[ethertype][1](gro, p, header, gso_type, nhoff + 14)
+    packet_offload(gro.packet_offloads, ethertype)[2](gro, p, header, gso_type, nhoff + 14)

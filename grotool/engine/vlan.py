@@ -14,7 +14,7 @@ def vlan_gro_receive(bucket, skb, gro):
         skb.flush = skb.flush or "vlan_hdr_unreadable"
         return None
     inner = (data[off + 2] << 8) | data[off + 3]
-    entry = offloads.PACKET_OFFLOADS.get(inner)
+    entry = offloads.packet_offload(gro.packet_offloads, inner)
     if entry is None:
         skb.flush = skb.flush or "vlan_no_inner_handler"
         return None
@@ -22,10 +22,10 @@ def vlan_gro_receive(bucket, skb, gro):
     skb.off = off + 4
     if not offloads.enter_layer(skb):        # call_gro_receive
         return None
-    return entry[0](bucket, skb, gro)
+    return entry[1](bucket, skb, gro)
 
 
 def vlan_gro_complete(gro, p, header, gso_type, nhoff):
     """vlan_gro_complete: complete the encapsulated protocol after the tag."""
     inner = (header[nhoff + 2] << 8) | header[nhoff + 3]
-    offloads.PACKET_OFFLOADS[inner][1](gro, p, header, gso_type, nhoff + 4)
+    offloads.packet_offload(gro.packet_offloads, inner)[2](gro, p, header, gso_type, nhoff + 4)
