@@ -108,7 +108,7 @@ class PacketLog:
         from .report.flows import flow_label
 
         entry = {
-            "index": self._n, "ts_ns": d.ts, "len": len(d.data), "segs": d.segs, "gso_size": d.gso_size,
+            "index": self._n, "ts_ns": d.ts, "len": d.frame_len, "segs": d.segs, "gso_size": d.gso_size,
             "gso_type": list(d.gso_type), "reason": d.reason, "covers": list(d.indices),
             "flow": flow_label(self._describe(d)), "queue": d.queue, "poll": d.poll,
         }

@@ -101,7 +101,7 @@ def _measure(task: SweepTask) -> dict:
             nonlocal unmeasured
             for d in out:
                 segs_hist[d.segs] += 1
-                bytes_hist[len(d.data)] += 1
+                bytes_hist[d.frame_len] += 1
                 reasons[d.reason] += 1
                 at = d.delivered_ns
                 if at is None:

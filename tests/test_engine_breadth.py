@@ -13,7 +13,10 @@ from grotool.engine.csum import sum16
 
 def run(frames, **kw):
     settings = Settings(device="veth", **kw)
-    return list(simulate([(i, f, len(f)) for i, f in enumerate(frames)], 1, settings))
+    out = list(simulate([(i, f, len(f)) for i, f in enumerate(frames)], 1, settings))
+    for d in out:
+        assert d.frame_len == len(d.data), "frame_len is the length of the bytes delivered"
+    return out
 
 
 def summary(deliveries):

@@ -146,6 +146,7 @@ def check_outputs(frames, out, link: str, settings: Settings) -> None:
     covered = sorted(i for d in out for i in d.indices)
     assert covered == list(range(len(frames))), "every input frame is delivered exactly once"
     for d in out:
+        assert d.frame_len == len(d.data), "frame_len is the length of the bytes delivered"
         assert list(d.indices) == sorted(d.indices)
         assert d.segs == len(d.indices)
         if d.segs == 1:

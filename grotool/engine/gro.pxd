@@ -3,7 +3,7 @@
 # instance dict: decision events (events.py) shadow receive/complete/normal
 # on one instance.  No rule lives here.
 cimport cython
-from grotool.engine.skb cimport Delivery, Skb, Stats, new_delivery
+from grotool.engine.skb cimport Delivery, Skb, Stats, new_delivery, new_super_packet
 
 cdef int GRO_HASH_BUCKETS, MAX_GRO_SKBS
 cdef dict PACKET_OFFLOADS
@@ -29,9 +29,9 @@ cdef class GroNode:
     cpdef hold(self, Bucket bucket, Skb skb)
     @cython.locals(total=Py_ssize_t)
     cpdef merge_allowed_size(self, Skb p, Skb skb, Py_ssize_t length)
-    @cython.locals(data=bytes, raw=cython.p_uchar, off=Py_ssize_t, length=Py_ssize_t, total=Py_ssize_t)
+    @cython.locals(data=bytes, off=Py_ssize_t, length=Py_ssize_t, total=Py_ssize_t)
     cpdef merge(self, Skb p, Skb skb)
-    @cython.locals(data=bytes, raw=cython.p_uchar, off=Py_ssize_t, length=Py_ssize_t)
+    @cython.locals(data=bytes, length=Py_ssize_t)
     cpdef merge_list(self, Skb p, Skb skb)
     @cython.locals(header=bytearray, gso_type=list, first=bytes, raw=cython.p_uchar)
     cpdef complete(self, Skb p, reason)

@@ -12,7 +12,7 @@ from typing import Callable, List, Optional
 
 from .config import GRO_HASH_BUCKETS, MAX_GRO_SKBS, Settings
 from .hoststate import HostSockets
-from .skb import Delivery, Skb, Stats, new_delivery
+from .skb import Delivery, Skb, Stats, new_delivery, new_super_packet
 from . import offloads
 from .offloads import PACKET_OFFLOADS, packet_offload
 
@@ -108,7 +108,8 @@ class GroNode:
         skb.age = self.jiffies
         skb.payload_len = gro_len = len(skb.data) - skb.off    # skb_gro_len
         skb.gso_size = gro_len                       # dev_gro_receive: gso_size = skb_gro_len
-        skb.chunks = []
+        skb.merged_frames = []
+        skb.merged_lens = []
         skb.indices = [skb.index]
         skb.length = len(skb.data) - skb.l2_len   # p->len: from the network header
         skb.ip_fixedid = 0
@@ -149,8 +150,8 @@ class GroNode:
             refusal = self.merge_allowed_size(p, skb, length)
             if refusal is not None:
                 return refusal
-        raw = data     # the same bytes read in place (a C pointer in the compiled build)
-        p.chunks.append(raw[off:off + length])
+        p.merged_frames.append(data)            # its payload is the last length bytes
+        p.merged_lens.append(length)
         p.indices.append(skb.index)
         p.count += skb.count
         p.length += length
@@ -169,10 +170,9 @@ class GroNode:
         if p.length + len(data) - skb.l2_len >= 65536:
             # the limit is fixed: gro_max_size is not consulted
             return "flist_max_size"
-        off = skb.off
-        length = len(data) - off
-        raw = data
-        p.chunks.append(raw[off:off + length])
+        length = len(data) - skb.off
+        p.merged_frames.append(data)
+        p.merged_lens.append(length)
         p.indices.append(skb.index)
         p.count += 1
         p.length += length
@@ -195,12 +195,9 @@ class GroNode:
         gso_type: List[str] = []
         # gro_complete: the packet_offload gro_complete for skb->protocol, nhoff at the L3 start
         packet_offload(self.packet_offloads, p.protocol)[2](self, p, header, gso_type, p.l2_len)
-        chunks = p.chunks
-        data = b"".join([header, raw[p.off:len(first)], *chunks])
-        self.normal_one(new_delivery(p.ts, data, p.count, reason, tuple(p.indices), p.key,
-                                     p.gso_size, tuple(gso_type), p.payload_len, self.queue, self.poll, layer,
-                                     p.l2_len, p.off, len(first), tuple([len(chunk) for chunk in chunks]),
-                                     bool(p.is_flist), 0, None))
+        self.normal_one(new_super_packet(p.ts, header, first, p.merged_frames, p.count, reason, tuple(p.indices),
+                                         p.key, p.gso_size, tuple(gso_type), p.payload_len, self.queue, self.poll,
+                                         layer, p.l2_len, p.off, tuple(p.merged_lens), bool(p.is_flist)))
 
     def normal(self, skb: Skb, reason: str) -> None:
         """GRO_NORMAL: the received frame goes up alone and unchanged."""

@@ -30,14 +30,17 @@ cdef class Skb:
     cdef public Py_ssize_t payload_len
     cdef public Py_ssize_t gso_size
     cdef public object age
-    cdef public list chunks
+    cdef public list merged_frames
+    cdef public list merged_lens
     cdef public list indices
     cdef public long long flag_or
     cdef public int encapsulation
 
 cdef class Delivery:
     cdef public object ts
-    cdef public bytes data
+    cdef bytes _data
+    cdef object _pieces
+    cdef public Py_ssize_t frame_len
     cdef public Py_ssize_t segs
     cdef public str reason
     cdef public tuple indices
@@ -71,6 +74,15 @@ cpdef Delivery new_delivery(object ts, bytes data, Py_ssize_t segs, str reason, 
                             Py_ssize_t poll, str layer, Py_ssize_t l2_len, Py_ssize_t header_len,
                             Py_ssize_t first_len, tuple merged_lens, bint fraglist, Py_ssize_t interface,
                             object delivered_ns)
+
+@cython.locals(delivery=Delivery)
+cpdef Delivery new_super_packet(object ts, bytearray header, bytes first, list merged_frames, Py_ssize_t segs,
+                                str reason, tuple indices, bytes key, Py_ssize_t gso_size, tuple gso_type,
+                                Py_ssize_t payload, Py_ssize_t queue, Py_ssize_t poll, str layer,
+                                Py_ssize_t l2_len, Py_ssize_t header_len, tuple merged_lens, bint fraglist)
+@cython.locals(header=bytearray, first=bytes, merged_frames=list, raw=cython.p_uchar, parts=list, i=Py_ssize_t,
+               frame=bytes, n=Py_ssize_t)
+cpdef bytes _join_pieces(tuple pieces, Py_ssize_t header_len, tuple merged_lens)
 
 cpdef _init_skb(Skb skb, bytes data, object ts, Py_ssize_t index, Py_ssize_t l2_len, long long hash_,
                 int protocol, bytes key)

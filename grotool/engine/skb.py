@@ -58,7 +58,8 @@ class Skb:
         "payload_len",   # skb_gro_len(p): L4 payload bytes accumulated
         "gso_size",      # the first segment's payload length (mss)
         "age",           # jiffies when held
-        "chunks",        # payload pieces of merged segments, in order
+        "merged_frames", # the frames of the merged segments, in order (their payloads end them)
+        "merged_lens",   # payload bytes of each merged segment
         "indices",       # capture indices of the merged frames
         "flag_or",       # TCP FIN|PSH bits gathered from merged segments
         "encapsulation", # skb->encapsulation during completion: the L4 complete reads network_offsets[it]
@@ -104,7 +105,8 @@ def _init_skb(skb, data, ts, index, l2_len, hash_, protocol, key) -> None:
     skb.payload_len = 0
     skb.gso_size = 0
     skb.age = 0
-    skb.chunks = None
+    skb.merged_frames = None
+    skb.merged_lens = None
     skb.indices = None
 
 
@@ -121,7 +123,9 @@ class Delivery:
 
     __slots__ = (
         "ts",            # first segment's capture timestamp (ns)
-        "data",          # the frame as delivered (link header included)
+        "_data",         # the frame as delivered (link header included): the data property
+        "_pieces",       # a super-packet's pieces until data is first read (see data)
+        "frame_len",     # len(data), known without building it
         "segs",          # napi_gro_cb count: input frames it covers
         "reason",        # why it was delivered now (see reasons.py)
         "indices",       # capture indices it covers, in order (a tuple)
@@ -150,23 +154,47 @@ class Delivery:
         _fill(self, ts, data, segs, reason, indices, key, gso_size, gso_type, payload, queue, poll, layer,
               l2_len, header_len, first_len, merged_lens, fraglist, interface, delivered_ns)
 
+    @property
+    def data(self) -> bytes:
+        """The frame as delivered.  A super-packet's bytes are joined from its
+        rebuilt header and the segments' payloads when first read: a replay
+        that writes no packets never copies them."""
+        data = self._data
+        if data is None:
+            data = self._data = _join_pieces(self._pieces, self.header_len, self.merged_lens)
+            self._pieces = None
+        return data
+
+    @data.setter
+    def data(self, value: bytes) -> None:
+        self._data = value
+        self._pieces = None
+        self.frame_len = len(value)
+
     def __eq__(self, other):
-        return _slots_equal(Delivery, self, other)
+        if type(other) is not Delivery:
+            return NotImplemented
+        return self.data == other.data and all(
+            getattr(self, name) == getattr(other, name) for name in Delivery.__slots__ if name[0] != "_")
 
     def __repr__(self) -> str:
-        return _slots_repr(Delivery, self)
+        fields = ", ".join(f"{name}={getattr(self, name.lstrip('_'))!r}" for name in Delivery.__slots__
+                           if name != "_pieces")
+        return f"Delivery({fields})"
 
     def shape(self, layout: str = "frags", max_skb_frags: int = 17):
         """The skb layout model's view of this packet (layout.Shape)."""
         offset = self.header_len - self.l2_len
-        return shape(layout, max_skb_frags, self.l2_len, offset, self.first_len or len(self.data),
+        return shape(layout, max_skb_frags, self.l2_len, offset, self.first_len or self.frame_len,
                      self.merged_lens, self.fraglist, self.header_len)
 
 
 def _fill(delivery, ts, data, segs, reason, indices, key, gso_size, gso_type, payload, queue, poll, layer,
           l2_len, header_len, first_len, merged_lens, fraglist, interface, delivered_ns) -> None:
     delivery.ts = ts
-    delivery.data = data
+    delivery._data = data
+    delivery._pieces = None
+    delivery.frame_len = len(data)
     delivery.segs = segs
     delivery.reason = reason
     delivery.indices = indices
@@ -194,6 +222,35 @@ def new_delivery(ts, data, segs, reason, indices, key, gso_size, gso_type, paylo
     _fill(delivery, ts, data, segs, reason, indices, key, gso_size, gso_type, payload, queue, poll, layer,
           l2_len, header_len, first_len, merged_lens, fraglist, interface, delivered_ns)
     return delivery
+
+
+def new_super_packet(ts, header, first, merged_frames, segs, reason, indices, key, gso_size, gso_type, payload,
+                     queue, poll, layer, l2_len, header_len, merged_lens, fraglist) -> Delivery:
+    """The Delivery of an aggregate: ``header`` (the first header_len bytes of
+    ``first``, as completion rebuilt them), then the payloads of ``first`` and of each merged frame
+    (the last merged_lens[i] bytes of merged_frames[i]).  Its bytes are joined
+    only when read (Delivery.data)."""
+    delivery = Delivery.__new__(Delivery)
+    _fill(delivery, ts, b"", segs, reason, indices, key, gso_size, gso_type, payload, queue, poll, layer,
+          l2_len, header_len, len(first), merged_lens, fraglist, 0, None)
+    delivery._data = None
+    delivery._pieces = (header, first, merged_frames)
+    delivery.frame_len = len(header) + payload     # the header may have grown (an IPv6 jumbo option)
+    return delivery
+
+
+def _join_pieces(pieces, header_len, merged_lens) -> bytes:
+    header = pieces[0]
+    first = pieces[1]
+    merged_frames = pieces[2]
+    raw = first           # read in place (a C pointer in the compiled build)
+    parts = [header, raw[header_len:len(first)]]
+    for i in range(len(merged_frames)):
+        frame = merged_frames[i]
+        n = merged_lens[i]
+        raw = frame
+        parts.append(raw[len(frame) - n:len(frame)])
+    return b"".join(parts)
 
 
 class Stats:

@@ -52,7 +52,7 @@ class PlotCollector:
             self.flow_names.append(flow_label(flow))
         self.ts.append(d.ts)
         self.flow.append(index)
-        self.size.append(len(d.data))
+        self.size.append(d.frame_len)
         self.segs.append(d.segs)
         self.reason.append(d.reason)
 

@@ -101,7 +101,7 @@ class LayoutTotals:
         self.frag_list_skbs += shape.frag_list
         self.frags += shape.frags
         self.slow_pulls += shape.slow_pulls
-        self.bytes += len(delivery.data) - delivery.l2_len
+        self.bytes += delivery.frame_len - delivery.l2_len
         self.truesize += shape.truesize
 
     def to_json(self) -> dict:
@@ -197,7 +197,7 @@ class StatsCollector:
         reason = delivery.reason
         fs.packets_in += segs
         fs.packets_out += 1
-        fs.bytes_out += len(delivery.data)
+        fs.bytes_out += delivery.frame_len
         reasons = fs.reason_counts
         n = reasons.get(reason)
         if n is None:
