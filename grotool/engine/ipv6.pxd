@@ -4,9 +4,9 @@ from grotool.engine.skb cimport Skb
 from grotool.engine.offloads cimport enter_layer
 
 cdef list INET6_OFFLOADS
-cdef tuple NEXTHDR_BYTES
+cdef tuple BYTE_VALUES
 
-@cython.locals(data=bytes, raw=cython.p_uchar, off=Py_ssize_t, pending=bint, nexthdr=int, pos=Py_ssize_t, first=bytes,
+@cython.locals(data=bytes, raw=cython.p_uchar, off=Py_ssize_t, pending=bint, nexthdr=int, pos=Py_ssize_t,
                hlen=Py_ssize_t, entry=tuple)
 cpdef ipv6_gro_receive(bucket, Skb skb, gro)
 @cython.locals(d1=bytes, d2=bytes)

@@ -11,7 +11,7 @@ from .offloads import INET6_OFFLOADS, enter_layer
 # Routing, Destination Options.  Fragment (44), AH (51), none (59) have no handler.
 EXTHDRS = frozenset((0, 43, 60))
 IPV6_MAXPLEN = 65535
-NEXTHDR_BYTES = tuple(bytes((value,)) for value in range(256))   # a header byte, without a slice
+BYTE_VALUES = tuple(bytes((value,)) for value in range(256))   # a (masked) header byte as bytes, without a slice
 
 
 def ipv6_gro_receive(bucket, skb, gro):
@@ -47,8 +47,8 @@ def ipv6_gro_receive(bucket, skb, gro):
     skb.proto = nexthdr
     # same flow: version + flow label (traffic class excluded), addresses,
     # next header, and the bytes of any extension headers
-    first = bytes((raw[off] & 0xF0, raw[off + 1] & 0x0F, raw[off + 2], raw[off + 3]))
-    skb.key = b"".join((skb.key, first, NEXTHDR_BYTES[raw[off + 6]], raw[off + 8:pos]))   # addresses, then extension headers
+    skb.key = b"".join((skb.key, BYTE_VALUES[raw[off] & 0xF0], BYTE_VALUES[raw[off + 1] & 0x0F], raw[off + 2:off + 4],
+                        BYTE_VALUES[raw[off + 6]], raw[off + 8:pos]))      # addresses, then extension headers
     if pending and skb.flush is None:
         skb.flush = "ipv6_payload_len_mismatch"
     skb.off = pos
