@@ -44,8 +44,12 @@ def _l3_length(linktype: int, data: bytes, wirelen: int) -> int:
     """Bytes on the wire after the link header and any VLAN tags: what the MTU bounds."""
     length = wirelen - LINK_HEADER_BYTES.get(linktype, 0)
     if linktype == LINKTYPE_ETHERNET:
+        raw = data      # read in place (a C pointer in the compiled build): each read is checked against len(data)
         at = 12
-        while len(data) >= at + 6 and ((data[at] << 8) | data[at + 1]) in VLAN_ETHERTYPES:
+        while len(data) >= at + 6:
+            ethertype = (raw[at] << 8) | raw[at + 1]
+            if ethertype not in VLAN_ETHERTYPES:
+                break
             length -= 4
             at += 4
     return length
