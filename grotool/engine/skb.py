@@ -227,9 +227,9 @@ def new_delivery(ts, data, segs, reason, indices, key, gso_size, gso_type, paylo
 def new_super_packet(ts, header, first, merged_frames, segs, reason, indices, key, gso_size, gso_type, payload,
                      queue, poll, layer, l2_len, header_len, merged_lens, fraglist) -> Delivery:
     """The Delivery of an aggregate: ``header`` (the first header_len bytes of
-    ``first``, as completion rebuilt them), then the payloads of ``first`` and of each merged frame
-    (the last merged_lens[i] bytes of merged_frames[i]).  Its bytes are joined
-    only when read (Delivery.data)."""
+    ``first``, as completion rebuilt them), then the payloads of ``first`` and
+    of each merged frame (the last merged_lens[i] bytes of merged_frames[i]).
+    Its bytes are joined only when read (Delivery.data)."""
     delivery = Delivery.__new__(Delivery)
     _fill(delivery, ts, b"", segs, reason, indices, key, gso_size, gso_type, payload, queue, poll, layer,
           l2_len, header_len, len(first), merged_lens, fraglist, 0, None)
@@ -240,6 +240,7 @@ def new_super_packet(ts, header, first, merged_frames, segs, reason, indices, ke
 
 
 def _join_pieces(pieces, header_len, merged_lens) -> bytes:
+    """A super-packet's bytes from new_super_packet's pieces."""
     header = pieces[0]
     first = pieces[1]
     merged_frames = pieces[2]
