@@ -1,4 +1,4 @@
-"""PcapWriter's hand-overs to the write-behind thread: half a megabyte (or 256
+"""PcapWriter's hand-overs to the write-behind thread: a megabyte (or 256
 records) at a time, at most WRITE_BEHIND_QUEUE of them waiting, every byte
 written in order; the bytes in flight stay bounded whatever the thread does."""
 
@@ -13,7 +13,7 @@ from grotool.io.capture import PcapWriter
 # PcapWriter's hand-over limits (grotool/io/capture.py: WRITE_GATHER_BYTES and
 # WRITE_GATHER_PIECES, two pieces a record), spelled out: the compiled build
 # does not expose module constants
-HANDOVER_BYTES = 512 << 10
+HANDOVER_BYTES = 1 << 20
 HANDOVER_PIECES = 512
 PCAP_HEADER = struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 262144, 1)
 
@@ -58,7 +58,7 @@ def test_small_and_large_records_are_handed_over_in_bounded_batches(tmp_path, mo
     expected = _expected_file(records)
     assert dest.read_bytes() == expected
     assert sum(b for _, b in handovers) == len(expected)
-    # the rule: hand over once half a megabyte or 512 pieces are gathered (the
+    # the rule: hand over once a megabyte or 512 pieces are gathered (the
     # file header is the first piece of the first), the rest at close
     want, pieces, size = [], 1, len(PCAP_HEADER)
     for _, data in records:
@@ -71,7 +71,7 @@ def test_small_and_large_records_are_handed_over_in_bounded_batches(tmp_path, mo
     assert want[0] == (1 + 2 * 256, 24 + 256 * 76)             # 60-byte frames: by pieces
     assert max(b for _, b in want) < HANDOVER_BYTES + 16 + 65535   # large frames: by size
     by_size = [(p, b) for p, b in want[:-1] if p < HANDOVER_PIECES]
-    assert len(by_size) == 47 and all(b >= HANDOVER_BYTES for _, b in by_size)
+    assert len(by_size) == 23 and all(b >= HANDOVER_BYTES for _, b in by_size)
 
 
 def test_bytes_in_flight_stay_bounded_while_the_thread_is_stuck(tmp_path, monkeypatch):
@@ -84,7 +84,7 @@ def test_bytes_in_flight_stay_bounded_while_the_thread_is_stuck(tmp_path, monkey
         return real_writev(fd, bufs)
 
     monkeypatch.setattr(os, "writev", stuck_writev)
-    records = _records(2000, [1514])               # about 3 MB
+    records = _records(5000, [1514])               # about 7.6 MB
     dest = tmp_path / "out.pcap"
     writer = PcapWriter(str(dest))
     done = []

@@ -42,11 +42,8 @@ SNAPLEN_SLACK_BYTES = 1 << 20
 LINKTYPE_MASK = 0x03FFFFFF
 FCS_PRESENT_BIT = 0x04000000
 MAX_PCAPNG_BLOCK_BYTES = 1 << 26
-# PcapWriter hands records over (to the write-behind thread of a file output)
-# about this much at a time.  Half a megabyte: the thread copies records the
-# replay made moments ago, and its queue (WRITE_BEHIND_QUEUE) holds several
-# hand-overs for the same memory as one of a megabyte.
-WRITE_GATHER_BYTES = 512 << 10
+# PcapWriter hands records to the kernel about this much at a time
+WRITE_GATHER_BYTES = 1 << 20
 WRITE_GATHER_PIECES = 512               # well below IOV_MAX (1024 on Linux)
 # the first timestamp a pcap record cannot hold: its seconds field is 32 bits
 PCAP_TIME_LIMIT_NS = (0xFFFFFFFF + 1) * 1_000_000_000
@@ -605,7 +602,7 @@ class PcapWriter:
     leaves any existing file at the destination untouched.
 
     Records are gathered (references, not copies: ``bytes`` cannot change) and
-    handed to the kernel half a megabyte at a time with one ``os.writev``, so a
+    handed to the kernel about a megabyte at a time with one ``os.writev``, so a
     64 KiB super-packet is never copied in user space.
     """
 

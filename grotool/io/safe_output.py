@@ -44,14 +44,9 @@ _IOV_PIECES = 512                          # below IOV_MAX (1024 on Linux)
 # A temporary file's written bytes are sent to the disk every this many bytes,
 # so the fsync of commit() waits for the last stretch only, not the whole file.
 WRITEBACK_BYTES = 8 << 20
-# Gathered writes (up to WRITE_GATHER_BYTES each from PcapWriter) waiting for the write-behind thread:
+# Gathered writes (about a megabyte each) waiting for the write-behind thread:
 # the caller blocks beyond this, so memory stays bounded whatever the disk does.
-# Four, not one: the thread gets the GIL back after each write only when the
-# replay lets go of it (at its next input read), so it falls behind in bursts;
-# with a single slot the replay stopped on the full queue for 5-10% of its time.
-# PcapWriter hands over half a megabyte at a time, so the bytes in flight are
-# no more than with one slot of a megabyte.
-WRITE_BEHIND_QUEUE = 4
+WRITE_BEHIND_QUEUE = 1
 
 
 def remove_temporaries() -> None:
