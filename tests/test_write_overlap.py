@@ -1,5 +1,5 @@
-"""PcapWriter's hand-overs to the write-behind thread: a megabyte (or 256
-records) at a time, at most WRITE_BEHIND_QUEUE of them waiting, every byte
+"""PcapWriter's hand-overs to the write-behind thread: 1.5 megabytes (or 512
+records, one os.writev) at a time, at most WRITE_BEHIND_QUEUE of them waiting, every byte
 written in order; the bytes in flight stay bounded whatever the thread does."""
 
 import os
@@ -13,8 +13,8 @@ from grotool.io.capture import PcapWriter
 # PcapWriter's hand-over limits (grotool/io/capture.py: WRITE_GATHER_BYTES and
 # WRITE_GATHER_PIECES, two pieces a record), spelled out: the compiled build
 # does not expose module constants
-HANDOVER_BYTES = 1 << 20
-HANDOVER_PIECES = 512
+HANDOVER_BYTES = 1536 << 10
+HANDOVER_PIECES = 1024
 PCAP_HEADER = struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 262144, 1)
 
 
@@ -58,7 +58,7 @@ def test_small_and_large_records_are_handed_over_in_bounded_batches(tmp_path, mo
     expected = _expected_file(records)
     assert dest.read_bytes() == expected
     assert sum(b for _, b in handovers) == len(expected)
-    # the rule: hand over once a megabyte or 512 pieces are gathered (the
+    # the rule: hand over once 1.5 megabytes or 1024 pieces are gathered (the
     # file header is the first piece of the first), the rest at close
     want, pieces, size = [], 1, len(PCAP_HEADER)
     for _, data in records:
@@ -68,10 +68,10 @@ def test_small_and_large_records_are_handed_over_in_bounded_batches(tmp_path, mo
             pieces, size = 0, 0
     want.append((pieces, size))
     assert handovers == want
-    assert want[0] == (1 + 2 * 256, 24 + 256 * 76)             # 60-byte frames: by pieces
+    assert want[0] == (1 + 2 * 512, 24 + 512 * 76)             # 60-byte frames: by pieces
     assert max(b for _, b in want) < HANDOVER_BYTES + 16 + 65535   # large frames: by size
     by_size = [(p, b) for p, b in want[:-1] if p < HANDOVER_PIECES]
-    assert len(by_size) == 23 and all(b >= HANDOVER_BYTES for _, b in by_size)
+    assert len(by_size) == 15 and all(b >= HANDOVER_BYTES for _, b in by_size)
 
 
 def test_bytes_in_flight_stay_bounded_while_the_thread_is_stuck(tmp_path, monkeypatch):
@@ -84,7 +84,7 @@ def test_bytes_in_flight_stay_bounded_while_the_thread_is_stuck(tmp_path, monkey
         return real_writev(fd, bufs)
 
     monkeypatch.setattr(os, "writev", stuck_writev)
-    records = _records(5000, [1514])               # about 7.6 MB
+    records = _records(10000, [1514])              # about 15 MB
     dest = tmp_path / "out.pcap"
     writer = PcapWriter(str(dest))
     done = []
@@ -108,3 +108,23 @@ def test_bytes_in_flight_stay_bounded_while_the_thread_is_stuck(tmp_path, monkey
     assert done
     writer.close()
     assert dest.read_bytes() == _expected_file(records)
+
+
+def test_the_thread_writes_a_handover_with_one_writev_of_up_to_1024_pieces(tmp_path, monkeypatch):
+    calls = []
+    real_writev = os.writev
+
+    def counting_writev(fd, bufs):
+        calls.append(len(bufs))
+        return real_writev(fd, bufs)
+
+    monkeypatch.setattr(os, "writev", counting_writev)
+    records = _records(2048 + 3, [60])
+    dest = tmp_path / "out.pcap"
+    with PcapWriter(str(dest)) as writer:
+        for ts, data in records:
+            writer.write(ts, data)
+    assert dest.read_bytes() == _expected_file(records)
+    # hand-overs of 1025 pieces (the file header, 512 records), 1024, 1024, 1024
+    # and 6 (3 records, at close): IOV_MAX buffers a call, the first in two
+    assert calls == [1024, 1, 1024, 1024, 1024, 6]
