@@ -42,9 +42,13 @@ SNAPLEN_SLACK_BYTES = 1 << 20
 LINKTYPE_MASK = 0x03FFFFFF
 FCS_PRESENT_BIT = 0x04000000
 MAX_PCAPNG_BLOCK_BYTES = 1 << 26
-# PcapWriter hands records to the kernel about this much at a time
-WRITE_GATHER_BYTES = 1 << 20
-WRITE_GATHER_PIECES = 512               # well below IOV_MAX (1024 on Linux)
+# PcapWriter hands records over this much at a time, or this many pieces (two
+# a record): IOV_MAX on Linux, so the write-behind thread writes a hand-over
+# with one os.writev.  Every hand-over costs the replay GIL hand-offs to that
+# thread (it takes the GIL after its wake-up and after each write, and gets it
+# only at the replay's next input read), so few and large ones.
+WRITE_GATHER_BYTES = 1536 << 10           # three hand-overs in flight: peak RSS +1.5 MB
+WRITE_GATHER_PIECES = 1024
 # the first timestamp a pcap record cannot hold: its seconds field is 32 bits
 PCAP_TIME_LIMIT_NS = (0xFFFFFFFF + 1) * 1_000_000_000
 
@@ -602,8 +606,8 @@ class PcapWriter:
     leaves any existing file at the destination untouched.
 
     Records are gathered (references, not copies: ``bytes`` cannot change) and
-    handed to the kernel about a megabyte at a time with one ``os.writev``, so a
-    64 KiB super-packet is never copied in user space.
+    handed to the kernel up to 1.5 megabytes (512 records) at a time with one
+    ``os.writev``, so a 64 KiB super-packet is never copied in user space.
     """
 
     def __init__(self, path: str, linktype: int = LINKTYPE_ETHERNET, snaplen: int = 262144,

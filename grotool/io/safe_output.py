@@ -40,11 +40,11 @@ TEMP_SUFFIX = ".tmp"
 
 _DESCRIPTOR_PATH = re.compile(r"^/(?:dev/fd|proc/(?:self|thread-self|\d+)(?:/task/\d+)?/fd)/(\d+)$")
 _STD_STREAMS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
-_IOV_PIECES = 512                          # below IOV_MAX (1024 on Linux)
+_IOV_PIECES = 1024                         # IOV_MAX on Linux: buffers per os.writev
 # A temporary file's written bytes are sent to the disk every this many bytes,
 # so the fsync of commit() waits for the last stretch only, not the whole file.
 WRITEBACK_BYTES = 8 << 20
-# Gathered writes (about a megabyte each) waiting for the write-behind thread:
+# Gathered writes (up to 1.5 megabytes each) waiting for the write-behind thread:
 # the caller blocks beyond this, so memory stays bounded whatever the disk does.
 WRITE_BEHIND_QUEUE = 1
 
