@@ -41,3 +41,14 @@ def test_no_deliveries_no_reasons():
     collector = StatsCollector(UNPARSED_LINKTYPE)
     assert collector.reason_counts == {}
     assert collector.document({}, {})["totals"]["flush_reasons"] == {}
+
+
+def test_flow_reasons_most_frequent_first_ties_in_first_seen_order():
+    collector = StatsCollector(UNPARSED_LINKTYPE)
+    # one flow: c and a tie at 2 (c seen first), b once, d three times
+    feed(collector, [(0, "c", 1), (0, "b", 1), (0, "a", 1), (0, "d", 1), (0, "c", 1), (0, "d", 1),
+                     (0, "a", 1), (0, "d", 1)])
+    (flow,) = collector.document({}, {})["flows"]
+    assert list(flow["flush_reasons"].items()) == [("d", 3), ("c", 2), ("a", 2), ("b", 1)]
+    # the order Counter.most_common gives, without building a Counter per flow
+    assert list(flow["flush_reasons"].items()) == collector.flows[(0, collector.namer.flow)].reasons.most_common()

@@ -4,12 +4,24 @@ versioned JSON document (schema grotool.stats/1, documented in docs/json.md)."""
 from __future__ import annotations
 
 from collections import Counter
+from operator import itemgetter
 from typing import Dict, List, Optional, Tuple
 
 from ..linktypes import SUPPORTED_LINKTYPES
 from .flows import FlowNamer, FlowTuple, flow_json
 
 SCHEMA = "grotool.stats/1"
+
+
+_count = itemgetter(1)
+
+
+def most_common_first(counts: Dict[str, int]) -> Dict[str, int]:
+    """dict(Counter(counts).most_common()): largest count first, ties in
+    first-seen order, without building a Counter (this runs once per flow)."""
+    if len(counts) < 2:
+        return dict(counts)
+    return dict(sorted(counts.items(), key=_count, reverse=True))
 
 
 class _UnknownLinkNamer:
@@ -63,7 +75,7 @@ class FlowStats:
             "max_segs": self.max_segs,
             "avg_segs": round(self.packets_in / self.packets_out, 3) if self.packets_out else 0.0,
             "bytes_out": self.bytes_out,
-            "flush_reasons": dict(self.reasons.most_common()),
+            "flush_reasons": most_common_first(self.reason_counts),
         }
         if self.layers:
             doc["flush_layers"] = layers_json(self.layers)
@@ -243,7 +255,7 @@ class StatsCollector:
             "coalescing_ratio": round(self.packets_in / self.packets_out, 4) if self.packets_out else 0.0,
             "max_segs": self.max_segs,
             "flows": len(self.flows),
-            "flush_reasons": dict(self.reasons.most_common()),
+            "flush_reasons": most_common_first(self.reason_counts),
         }
         if self.layout is not None:
             totals["skb_layout"] = self.layout.to_json()
