@@ -14,10 +14,11 @@ cdef class _PcapngRecords(_Records):
 
 cdef class _PcapRecords(_Records):
     cdef object reader, stream, name, unpack_header
+    cdef long long w0, w1, w2, w3
     cdef bytes buf, spare
     cdef long long fraction_ns
     cdef Py_ssize_t max_caplen, file_size, pos, end, offset, spare_pos
-    cdef bint eof, done
+    cdef bint eof, done, in_place
     cdef public Py_ssize_t index
 
     @cython.locals(have=cython.Py_ssize_t, start=cython.Py_ssize_t, take=cython.Py_ssize_t)
@@ -25,7 +26,8 @@ cdef class _PcapRecords(_Records):
     cpdef cut_short(self, Py_ssize_t at, str detail)
     @cython.locals(pos=cython.Py_ssize_t, stop=cython.Py_ssize_t, at=cython.Py_ssize_t,
                    sec=cython.longlong, fraction=cython.longlong, caplen=cython.longlong,
-                   wirelen=cython.longlong, raw="const unsigned char *")
+                   wirelen=cython.longlong, raw="const unsigned char *", w0=cython.longlong, w1=cython.longlong,
+                   w2=cython.longlong, w3=cython.longlong)
     cpdef next_data(self)
 
 cdef Py_ssize_t WRITE_GATHER_BYTES, WRITE_GATHER_PIECES

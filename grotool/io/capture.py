@@ -11,6 +11,7 @@ import os
 import stat
 import struct
 import sys
+import types
 import zlib
 from typing import BinaryIO, Iterator, Optional, Tuple
 
@@ -131,6 +132,11 @@ class _PcapngRecords(_Records):
         return data
 
 
+def running_compiled() -> bool:
+    """True when this module runs compiled: its functions are then not Python functions."""
+    return type(running_compiled) is not types.FunctionType
+
+
 class _PcapRecords(_Records):
     """The records of a pcap file after its file header (interface 0).  The
     file is read a chunk at a time into an immutable buffer; a record's header
@@ -142,7 +148,14 @@ class _PcapRecords(_Records):
         self.reader = reader
         self.stream = reader._stream
         self.name = reader.name
+        # A record header is read in place by the compiled build (sixteen byte
+        # reads are C there) and by one struct call in the interpreted build
+        # (where that is cheaper); tests/test_builds.py checks both agree.
+        self.in_place = running_compiled()
         self.unpack_header = struct.Struct(reader._endian + "IIII").unpack_from
+        # the weight of each byte of a 32-bit header field, in the file's byte order
+        self.w0, self.w1, self.w2, self.w3 = (1, 1 << 8, 1 << 16, 1 << 24) if reader._endian == "<" else \
+            (1 << 24, 1 << 16, 1 << 8, 1)
         self.fraction_ns = 1 if reader.nanosecond else 1000
         self.max_caplen = reader._record_limit(reader.snaplen)
         self.file_size = reader.file_size if reader.file_size is not None else -1   # -1: not known
@@ -230,7 +243,16 @@ class _PcapRecords(_Records):
                 self.cut_short(self.offset + pos, f"record header: {self.end - pos} of 16 bytes")
             self.done = True
             return None
-        sec, fraction, caplen, wirelen = self.unpack_header(self.buf, pos)
+        if self.in_place:
+            # the header's four 32-bit fields, read where they lie in the file's byte order
+            raw = self.buf      # (a C pointer in the compiled build): 16 bytes are there
+            w0, w1, w2, w3 = self.w0, self.w1, self.w2, self.w3
+            sec = raw[pos] * w0 + raw[pos + 1] * w1 + raw[pos + 2] * w2 + raw[pos + 3] * w3
+            fraction = raw[pos + 4] * w0 + raw[pos + 5] * w1 + raw[pos + 6] * w2 + raw[pos + 7] * w3
+            caplen = raw[pos + 8] * w0 + raw[pos + 9] * w1 + raw[pos + 10] * w2 + raw[pos + 11] * w3
+            wirelen = raw[pos + 12] * w0 + raw[pos + 13] * w1 + raw[pos + 14] * w2 + raw[pos + 15] * w3
+        else:
+            sec, fraction, caplen, wirelen = self.unpack_header(self.buf, pos)
         if caplen > self.max_caplen:
             self.done = True
             raise InputError(
