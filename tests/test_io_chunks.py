@@ -166,3 +166,34 @@ def test_whole_chunk_reads(monkeypatch):
     assert source.sizes[:2] == [2, capture.CHUNK - 2]          # the magic peeked, then the first read
     chunks = -(-(len(data) - capture.CHUNK) // CHUNK)
     assert source.sizes[2:] == [CHUNK] * (chunks + 1)
+
+
+def _capture_source_module():
+    """grotool/io/capture.py loaded from its source, whatever build runs."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "grotool" / "io" / "capture.py"
+    spec = importlib.util.spec_from_file_location("grotool.io._capture_source", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("in_place", [True, False])
+@pytest.mark.parametrize("big_endian,nanosecond", [(False, True), (True, False), (False, False), (True, True)])
+def test_record_header_read_in_place_and_by_struct_agree(tmp_path, monkeypatch, in_place, big_endian, nanosecond):
+    """The compiled build reads record headers in place, the interpreted one with
+    struct: both readings, run from the source, give every record of either
+    byte order and timestamp precision."""
+    source = _capture_source_module()
+    monkeypatch.setattr(source, "running_compiled", lambda: in_place)
+    sizes = SIZES[:3000]
+    data = build(sizes, big_endian, nanosecond)
+    path = tmp_path / "in.pcap"
+    path.write_bytes(data)
+    with source.CaptureReader(str(path), tolerate_truncation=True) as reader:
+        records = list(reader.records_with_interface())
+        assert reader._pcap.in_place is in_place
+    expected, cut = independent(data, big_endian, nanosecond)
+    assert cut is None and len(expected) == 3000
+    assert records == expected
