@@ -152,6 +152,16 @@ def test_mapping_follows_flow_sequence_and_bytes():
     assert fr.map_batch(acks, [(acks[1], 1, False), (acks[0], 1, False)]) == [[1], [0]]
 
 
+def test_mapping_keeps_frames_from_another_mac_apart():
+    """The same segment twice, once from another source MAC: GRO merges only the
+    copy with the first frame's Ethernet addresses (compare_ether_header), and
+    the other copy goes up alone.  Found by a randomized differential run."""
+    a = ks.tcp_flow(2)
+    other = bytes.fromhex("0200000000aa0200000000cc") + a[1][12:]
+    inputs = [a[0], other, a[1]]
+    assert fr.map_batch(inputs, [(_super(a), 2, True), (other, 1, False)]) == [[0, 2], [1]]
+
+
 def test_parse_sees_through_ip_in_ip_and_vlan():
     inner = ks.tcp(100, seq=77, raw=True)
     outer = ks.ether(ks.ip_wrap(inner, 4, src=bytes([192, 168, 0, 1]), dst=bytes([192, 168, 0, 2])), vlan=5)
@@ -209,6 +219,17 @@ def test_one_flow_in_order_is_one_super_packet():
     assert pkt.data[54:] == b"".join(x[54:] for x in frames)
     assert pkt.covers == list(range(20)) and pkt.ts == stamps[0]
     assert [(b.frames, b.ok) for b in run.batches] == [(20, True)]
+
+
+@needs_kernel
+def test_copy_from_another_mac_is_traced_to_the_packet_it_went_up_in():
+    """Segment 1 is sent from another source MAC, then again from the flow's: the
+    kernel merges segment 0 with the second copy, and the oracle must say so."""
+    a = ks.tcp_flow(2)
+    other = bytes.fromhex("0200000000aa0200000000cc") + a[1][12:]
+    run = replay_frames([a[0], other, a[1]])
+    assert run.reliable and not run.warnings
+    assert [(p.data == other, p.gso_segs, p.covers) for p in run.packets] == [(False, 2, [0, 2]), (True, 1, [1])]
 
 
 @needs_kernel

@@ -288,7 +288,7 @@ def map_batch(inputs: Sequence[bytes], delivered: Sequence[Tuple[bytes, int, boo
     """For each delivered packet (bytes, gso_segs, is_gso) of one batch, the
     indices (into ``inputs``: the frames as injected) of the frames it covers.
 
-    TCP: same flow, consecutive sequence numbers starting at the packet's, and
+    TCP: same flow and Ethernet addresses, consecutive sequence numbers starting at the packet's, and
     payload bytes equal to the slice they would occupy.  UDP aggregates: same
     flow, payloads concatenating to the packet's.  A non-GSO packet first
     looks for an input with exactly its bytes.  Inputs are taken in input
@@ -313,7 +313,9 @@ def map_batch(inputs: Sequence[bytes], delivered: Sequence[Tuple[bytes, int, boo
                     break
         if not covers and p is not None:
             body = _payload(data, p)
-            cands = [i for i in by_flow.get(p.flow, ()) if not used[i]]
+            # GRO merges only frames with equal Ethernet addresses (gro_list_prepare,
+            # compare_ether_header): a retransmission from another MAC is another packet
+            cands = [i for i in by_flow.get(p.flow, ()) if not used[i] and inputs[i][:12] == data[:12]]
             if p.proto == IPPROTO_TCP:
                 covers = _map_tcp(inputs, parsed, cands, p, body, segs)
             else:
