@@ -221,6 +221,26 @@ def test_one_flow_in_order_is_one_super_packet():
     assert [(b.frames, b.ok) for b in run.batches] == [(20, True)]
 
 
+def _flow_label(frame: bytes, label: int) -> bytes:
+    """An Ethernet/IPv6 frame with another flow label (no checksum covers it)."""
+    first = struct.unpack_from("!I", frame, 14)[0]
+    return frame[:14] + struct.pack("!I", (first & ~0xFFFFF) | label) + frame[18:]
+
+
+def test_mapping_gives_a_look_alike_back_to_the_packet_that_carries_its_bytes():
+    """Segment 1 sent with another IPv6 flow label, then again with the flow's:
+    the flow mapping first hands the labelled copy to the aggregate; the packet
+    that went up alone carries exactly its bytes, so the two are swapped.  Exact
+    duplicates keep input order."""
+    a = ks.tcp_flow(2, family=6)
+    labelled = _flow_label(a[1], 0xFFFFF)
+    head = bytearray(a[0])
+    struct.pack_into("!H", head, 18, struct.unpack_from("!H", head, 18)[0] + ks.MSS)
+    merged = bytes(head) + a[1][74:]
+    assert fr.map_batch([a[0], labelled, a[1]], [(merged, 2, True), (labelled, 1, False)]) == [[0, 2], [1]]
+    assert fr.map_batch([a[0], a[1], a[1]], [(merged, 2, True), (a[1], 1, False)]) == [[0, 1], [2]]
+
+
 @needs_kernel
 def test_copy_from_another_mac_is_traced_to_the_packet_it_went_up_in():
     """Segment 1 is sent from another source MAC, then again from the flow's: the
@@ -230,6 +250,17 @@ def test_copy_from_another_mac_is_traced_to_the_packet_it_went_up_in():
     run = replay_frames([a[0], other, a[1]])
     assert run.reliable and not run.warnings
     assert [(p.data == other, p.gso_segs, p.covers) for p in run.packets] == [(False, 2, [0, 2]), (True, 1, [1])]
+
+
+@needs_kernel
+def test_look_alike_with_another_flow_label_is_traced_to_the_packet_it_went_up_in():
+    """IPv6: segment 1 with another flow label (another GRO flow, ipv6_gro_receive),
+    then again with the flow's label: the kernel merges the second copy."""
+    a = ks.tcp_flow(2, family=6)
+    labelled = _flow_label(a[1], 0xFFFFF)
+    run = replay_frames([a[0], labelled, a[1]])
+    assert run.reliable and not run.warnings
+    assert [(p.data == labelled, p.gso_segs, p.covers) for p in run.packets] == [(False, 2, [0, 2]), (True, 1, [1])]
 
 
 @needs_kernel
