@@ -152,6 +152,16 @@ def test_mapping_follows_flow_sequence_and_bytes():
     assert fr.map_batch(acks, [(acks[1], 1, False), (acks[0], 1, False)]) == [[1], [0]]
 
 
+def test_mapping_keeps_frames_from_another_mac_apart():
+    """The same segment twice, once from another source MAC: GRO merges only the
+    copy with the first frame's Ethernet addresses (compare_ether_header), and
+    the other copy goes up alone.  Found by a randomized differential run."""
+    a = ks.tcp_flow(2)
+    other = bytes.fromhex("0200000000aa0200000000cc") + a[1][12:]
+    inputs = [a[0], other, a[1]]
+    assert fr.map_batch(inputs, [(_super(a), 2, True), (other, 1, False)]) == [[0, 2], [1]]
+
+
 def test_parse_sees_through_ip_in_ip_and_vlan():
     inner = ks.tcp(100, seq=77, raw=True)
     outer = ks.ether(ks.ip_wrap(inner, 4, src=bytes([192, 168, 0, 1]), dst=bytes([192, 168, 0, 2])), vlan=5)
@@ -209,6 +219,48 @@ def test_one_flow_in_order_is_one_super_packet():
     assert pkt.data[54:] == b"".join(x[54:] for x in frames)
     assert pkt.covers == list(range(20)) and pkt.ts == stamps[0]
     assert [(b.frames, b.ok) for b in run.batches] == [(20, True)]
+
+
+def _flow_label(frame: bytes, label: int) -> bytes:
+    """An Ethernet/IPv6 frame with another flow label (no checksum covers it)."""
+    first = struct.unpack_from("!I", frame, 14)[0]
+    return frame[:14] + struct.pack("!I", (first & ~0xFFFFF) | label) + frame[18:]
+
+
+def test_mapping_gives_a_look_alike_back_to_the_packet_that_carries_its_bytes():
+    """Segment 1 sent with another IPv6 flow label, then again with the flow's:
+    the flow mapping first hands the labelled copy to the aggregate; the packet
+    that went up alone carries exactly its bytes, so the two are swapped.  Exact
+    duplicates keep input order."""
+    a = ks.tcp_flow(2, family=6)
+    labelled = _flow_label(a[1], 0xFFFFF)
+    head = bytearray(a[0])
+    struct.pack_into("!H", head, 18, struct.unpack_from("!H", head, 18)[0] + ks.MSS)
+    merged = bytes(head) + a[1][74:]
+    assert fr.map_batch([a[0], labelled, a[1]], [(merged, 2, True), (labelled, 1, False)]) == [[0, 2], [1]]
+    assert fr.map_batch([a[0], a[1], a[1]], [(merged, 2, True), (a[1], 1, False)]) == [[0, 1], [2]]
+
+
+@needs_kernel
+def test_copy_from_another_mac_is_traced_to_the_packet_it_went_up_in():
+    """Segment 1 is sent from another source MAC, then again from the flow's: the
+    kernel merges segment 0 with the second copy, and the oracle must say so."""
+    a = ks.tcp_flow(2)
+    other = bytes.fromhex("0200000000aa0200000000cc") + a[1][12:]
+    run = replay_frames([a[0], other, a[1]])
+    assert run.reliable and not run.warnings
+    assert [(p.data == other, p.gso_segs, p.covers) for p in run.packets] == [(False, 2, [0, 2]), (True, 1, [1])]
+
+
+@needs_kernel
+def test_look_alike_with_another_flow_label_is_traced_to_the_packet_it_went_up_in():
+    """IPv6: segment 1 with another flow label (another GRO flow, ipv6_gro_receive),
+    then again with the flow's label: the kernel merges the second copy."""
+    a = ks.tcp_flow(2, family=6)
+    labelled = _flow_label(a[1], 0xFFFFF)
+    run = replay_frames([a[0], labelled, a[1]])
+    assert run.reliable and not run.warnings
+    assert [(p.data == labelled, p.gso_segs, p.covers) for p in run.packets] == [(False, 2, [0, 2]), (True, 1, [1])]
 
 
 @needs_kernel

@@ -288,11 +288,13 @@ def map_batch(inputs: Sequence[bytes], delivered: Sequence[Tuple[bytes, int, boo
     """For each delivered packet (bytes, gso_segs, is_gso) of one batch, the
     indices (into ``inputs``: the frames as injected) of the frames it covers.
 
-    TCP: same flow, consecutive sequence numbers starting at the packet's, and
+    TCP: same flow and Ethernet addresses, consecutive sequence numbers starting at the packet's, and
     payload bytes equal to the slice they would occupy.  UDP aggregates: same
     flow, payloads concatenating to the packet's.  A non-GSO packet first
     looks for an input with exactly its bytes.  Inputs are taken in input
-    order and each is used once.  An empty list means no match was found.
+    order and each is used once, except that a packet that went up alone gets
+    the input with exactly its bytes back from an aggregate that took it for a
+    look-alike.  An empty list means no match was found.
     Through VXLAN (``vxlan_ports``) the inner flow and payload are followed.
     """
     ports = {"vxlan_ports": vxlan_ports, "geneve_ports": geneve_ports}
@@ -313,7 +315,9 @@ def map_batch(inputs: Sequence[bytes], delivered: Sequence[Tuple[bytes, int, boo
                     break
         if not covers and p is not None:
             body = _payload(data, p)
-            cands = [i for i in by_flow.get(p.flow, ()) if not used[i]]
+            # GRO merges only frames with equal Ethernet addresses (gro_list_prepare,
+            # compare_ether_header): a retransmission from another MAC is another packet
+            cands = [i for i in by_flow.get(p.flow, ()) if not used[i] and inputs[i][:12] == data[:12]]
             if p.proto == IPPROTO_TCP:
                 covers = _map_tcp(inputs, parsed, cands, p, body, segs)
             else:
@@ -321,7 +325,29 @@ def map_batch(inputs: Sequence[bytes], delivered: Sequence[Tuple[bytes, int, boo
         for i in covers:
             used[i] = True
         result.append(covers)
+    _swap_look_alikes(inputs, parsed, delivered, result)
     return result
+
+
+def _swap_look_alikes(inputs, parsed, delivered, result: List[List[int]]) -> None:
+    """A packet that went up alone is the input with exactly its bytes.  When an
+    earlier aggregate was given that input and this packet a look-alike (same
+    flow, sequence and payload, another IP header: a flow label, an extension
+    header), the kernel merged the look-alike: swap the two."""
+    for n, (data, _segs, is_gso) in enumerate(delivered):
+        cov = result[n]
+        if is_gso or len(cov) != 1 or inputs[cov[0]] == data or parsed[cov[0]] is None:
+            continue
+        mine = parsed[cov[0]]
+        for m, other in enumerate(result):
+            hit = next((k for k, i in enumerate(other) if m != n and inputs[i] == data), None)
+            if hit is None:
+                continue
+            q = parsed[other[hit]]
+            if q is not None and (q.flow, q.seq) == (mine.flow, mine.seq) and \
+                    _payload(inputs[other[hit]], q) == _payload(inputs[cov[0]], mine):
+                other[hit], cov[0] = cov[0], other[hit]
+            break
 
 
 def _map_tcp(inputs, parsed, cands: List[int], p: Parsed, body: bytes, segs: int) -> List[int]:
