@@ -330,8 +330,8 @@ def map_batch(inputs: Sequence[bytes], delivered: Sequence[Tuple[bytes, int, boo
 
 
 def _swap_look_alikes(inputs, parsed, delivered, result: List[List[int]]) -> None:
-    """A packet that went up alone is the input with exactly its bytes.  When an
-    earlier aggregate was given that input and this packet a look-alike (same
+    """A packet that went up alone is the input with exactly its bytes.  When
+    another packet was given that input and this packet a look-alike (same
     flow, sequence and payload, another IP header: a flow label, an extension
     header), the kernel merged the look-alike: swap the two."""
     for n, (data, _segs, is_gso) in enumerate(delivered):
@@ -340,7 +340,9 @@ def _swap_look_alikes(inputs, parsed, delivered, result: List[List[int]]) -> Non
             continue
         mine = parsed[cov[0]]
         for m, other in enumerate(result):
-            hit = next((k for k, i in enumerate(other) if m != n and inputs[i] == data), None)
+            if m == n:
+                continue
+            hit = next((k for k, i in enumerate(other) if inputs[i] == data), None)
             if hit is None:
                 continue
             q = parsed[other[hit]]
