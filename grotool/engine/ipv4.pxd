@@ -2,6 +2,7 @@
 cimport cython
 from grotool.engine.skb cimport Skb
 from grotool.engine.csum cimport ip_header_ok, replace16
+from grotool.engine.tcp cimport tcp4_gro_complete, tcp4_gro_receive
 
 cdef list INET_OFFLOADS
 cdef tuple PROTOCOL_BYTES
@@ -11,7 +12,5 @@ cdef int IP_DF, IP_MF, IP_OFFSET, IP_RESERVED, _MF_OR_OFFSET
 @cython.locals(data=bytes, raw=cython.p_uchar, off=Py_ssize_t, n=Py_ssize_t, proto=int, entry=tuple, tot_len=int,
                frag_off=int, mark=int, depth=int)
 cpdef inet_gro_receive(bucket, Skb skb, gro)
-@cython.locals(d1=bytes, d2=bytes, ipid_offset=long, count=long, bit=int)
-cpdef inet_gro_flush(Skb p, Skb skb, Py_ssize_t offset, int inner)
 @cython.locals(total=Py_ssize_t, new_len=long, old_len=long, check=long)
 cpdef inet_gro_complete(gro, Skb p, bytearray header, list gso_type, Py_ssize_t nhoff)

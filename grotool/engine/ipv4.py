@@ -1,10 +1,12 @@
-"""IPv4: inet_gro_receive / inet_gro_complete (net/ipv4/af_inet.c) and the
-L3 checks done at L4, inet_gro_flush (include/net/gro.h)."""
+"""IPv4: inet_gro_receive / inet_gro_complete (net/ipv4/af_inet.c).  The L3
+checks TCP and UDP make against a held packet, inet_gro_flush, are in
+network.py (include/net/gro.h)."""
 
 from __future__ import annotations
 
 from .csum import ip_header_ok, replace16
 from .offloads import GRO_RECURSION_LIMIT, INET_OFFLOADS
+from .tcp import tcp4_gro_complete, tcp4_gro_receive
 
 IP_DF = 0x4000
 IP_MF = 0x2000
@@ -62,29 +64,10 @@ def inet_gro_receive(bucket, skb, gro):
     if depth == GRO_RECURSION_LIMIT:
         skb.flush = skb.flush or "recursion_limit"
         return None
-    return entry[0](bucket, skb, gro)
-
-
-def inet_gro_flush(p, skb, offset, inner):
-    """inet_gro_flush (6.18): TTL, TOS, DF must match; the IP ID must stay fixed or
-    increment by one per segment, the mode chosen by the second packet.
-    Returns the reason or None.  Sets p's fixed-ID bit as a side effect."""
-    d1 = skb.data
-    d2 = p.data
-    if d1[offset + 8] != d2[offset + 8]:
-        return "ip_ttl_changed"
-    if d1[offset + 1] != d2[offset + 1]:
-        return "ip_tos_changed"
-    if (d1[offset + 6] ^ d2[offset + 6]) & 0x40:
-        return "ip_df_changed"
-    ipid_offset = (((d1[offset + 4] << 8) | d1[offset + 5]) - ((d2[offset + 4] << 8) | d2[offset + 5])) & 0xFFFF
-    count = p.count & 0xFFFF
-    bit = 1 << inner
-    if count == 1 and ipid_offset == 0:
-        p.ip_fixedid |= bit
-    if p.ip_fixedid & bit:
-        return "ip_id_not_fixed" if ipid_offset else None
-    return "ip_id_not_incrementing" if ipid_offset != count else None
+    receive = entry[0]
+    if receive is tcp4_gro_receive:
+        return tcp4_gro_receive(bucket, skb, gro)     # indirect_call_gro_receive: TCP called directly
+    return receive(bucket, skb, gro)
 
 
 def inet_gro_complete(gro, p, header, gso_type, nhoff):
@@ -99,4 +82,8 @@ def inet_gro_complete(gro, p, header, gso_type, nhoff):
     header[nhoff + 3] = new_len & 0xFF
     header[nhoff + 10] = check >> 8
     header[nhoff + 11] = check & 0xFF
-    INET_OFFLOADS[header[nhoff + 9]][1](gro, p, header, gso_type, nhoff + 20)
+    complete = INET_OFFLOADS[header[nhoff + 9]][1]
+    if complete is tcp4_gro_complete:
+        tcp4_gro_complete(gro, p, header, gso_type, nhoff + 20)    # INDIRECT_CALL_2: TCP called directly
+    else:
+        complete(gro, p, header, gso_type, nhoff + 20)

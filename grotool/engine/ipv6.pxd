@@ -2,6 +2,7 @@
 cimport cython
 from grotool.engine.skb cimport Skb
 from grotool.engine.offloads cimport enter_layer
+from grotool.engine.tcp cimport tcp6_gro_complete, tcp6_gro_receive
 
 cdef list INET6_OFFLOADS
 cdef tuple BYTE_VALUES
@@ -9,5 +10,5 @@ cdef tuple BYTE_VALUES
 @cython.locals(data=bytes, raw=cython.p_uchar, off=Py_ssize_t, pending=bint, nexthdr=int, pos=Py_ssize_t,
                hlen=Py_ssize_t, entry=tuple)
 cpdef ipv6_gro_receive(bucket, Skb skb, gro)
-@cython.locals(d1=bytes, d2=bytes)
-cpdef ipv6_gro_flush(Skb p, Skb skb, Py_ssize_t offset, int inner)
+@cython.locals(thoff=Py_ssize_t, l4=int, payload=Py_ssize_t)
+cpdef ipv6_gro_complete(gro, Skb p, bytearray header, list gso_type, Py_ssize_t nhoff)

@@ -1,11 +1,13 @@
-"""IPv6: ipv6_gro_receive / ipv6_gro_complete (net/ipv6/ip6_offload.c), the
-extension-header walk (exthdrs_offload.c) and ipv6_gro_flush (include/net/gro.h)."""
+"""IPv6: ipv6_gro_receive / ipv6_gro_complete (net/ipv6/ip6_offload.c) and the
+extension-header walk (exthdrs_offload.c).  ipv6_gro_flush, the L3 check TCP
+and UDP make against a held packet, is in network.py (include/net/gro.h)."""
 
 from __future__ import annotations
 
 from struct import pack
 
 from .offloads import INET6_OFFLOADS, enter_layer
+from .tcp import tcp6_gro_complete, tcp6_gro_receive
 
 # Extension headers registered with INET6_PROTO_GSO_EXTHDR: Hop-by-Hop (v6.9+),
 # Routing, Destination Options.  Fragment (44), AH (51), none (59) have no handler.
@@ -54,18 +56,10 @@ def ipv6_gro_receive(bucket, skb, gro):
     skb.off = pos
     if not enter_layer(skb):        # indirect_call_gro_receive_l4
         return None
-    return entry[0](bucket, skb, gro)
-
-
-def ipv6_gro_flush(p, skb, offset, inner):
-    """ipv6_gro_flush: hop limit and traffic class (ECN included) must match."""
-    d1 = skb.data
-    d2 = p.data
-    if d1[offset + 7] != d2[offset + 7]:
-        return "ipv6_hoplimit_changed"
-    if ((d1[offset] ^ d2[offset]) & 0x0F) or ((d1[offset + 1] ^ d2[offset + 1]) & 0xF0):
-        return "ipv6_tclass_changed"
-    return None
+    receive = entry[0]
+    if receive is tcp6_gro_receive:
+        return tcp6_gro_receive(bucket, skb, gro)     # TCP called directly
+    return receive(bucket, skb, gro)
 
 
 def _exthdrs_end(header, nhoff):
@@ -93,4 +87,8 @@ def ipv6_gro_complete(gro, p, header, gso_type, nhoff):
     else:
         header[nhoff + 4] = payload >> 8
         header[nhoff + 5] = payload & 0xFF
-    INET6_OFFLOADS[l4][1](gro, p, header, gso_type, thoff)
+    complete = INET6_OFFLOADS[l4][1]
+    if complete is tcp6_gro_complete:
+        tcp6_gro_complete(gro, p, header, gso_type, thoff)      # INDIRECT_CALL_2: TCP called directly
+    else:
+        complete(gro, p, header, gso_type, thoff)

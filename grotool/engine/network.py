@@ -1,11 +1,44 @@
-"""gro_receive_network_flush (include/net/gro.h): the L3 consistency checks
-that TCP and UDP segment GRO make against the matched held packet, on the
-outer header and, for an encapsulated packet, the inner one too."""
+"""The L3 consistency checks that TCP and UDP segment GRO make against the
+matched held packet (include/net/gro.h): inet_gro_flush and ipv6_gro_flush,
+and gro_receive_network_flush, which runs them on the outer header and, for an
+encapsulated packet, the inner one too.  They live here, as in the kernel's
+header, not in ipv4.py/ipv6.py: the IP layers call TCP directly (their
+INDIRECT_CALL), and TCP calls these checks."""
 
 from __future__ import annotations
 
-from .ipv4 import inet_gro_flush
-from .ipv6 import ipv6_gro_flush
+
+def inet_gro_flush(p, skb, offset, inner):
+    """inet_gro_flush (6.18): TTL, TOS, DF must match; the IP ID must stay fixed or
+    increment by one per segment, the mode chosen by the second packet.
+    Returns the reason or None.  Sets p's fixed-ID bit as a side effect."""
+    d1 = skb.data
+    d2 = p.data
+    if d1[offset + 8] != d2[offset + 8]:
+        return "ip_ttl_changed"
+    if d1[offset + 1] != d2[offset + 1]:
+        return "ip_tos_changed"
+    if (d1[offset + 6] ^ d2[offset + 6]) & 0x40:
+        return "ip_df_changed"
+    ipid_offset = (((d1[offset + 4] << 8) | d1[offset + 5]) - ((d2[offset + 4] << 8) | d2[offset + 5])) & 0xFFFF
+    count = p.count & 0xFFFF
+    bit = 1 << inner
+    if count == 1 and ipid_offset == 0:
+        p.ip_fixedid |= bit
+    if p.ip_fixedid & bit:
+        return "ip_id_not_fixed" if ipid_offset else None
+    return "ip_id_not_incrementing" if ipid_offset != count else None
+
+
+def ipv6_gro_flush(p, skb, offset, inner):
+    """ipv6_gro_flush: hop limit and traffic class (ECN included) must match."""
+    d1 = skb.data
+    d2 = p.data
+    if d1[offset + 7] != d2[offset + 7]:
+        return "ipv6_hoplimit_changed"
+    if ((d1[offset] ^ d2[offset]) & 0x0F) or ((d1[offset + 1] ^ d2[offset + 1]) & 0xF0):
+        return "ipv6_tclass_changed"
+    return None
 
 
 def network_flush(p, skb, offset, inner):

@@ -4,9 +4,7 @@
 cimport cython
 from grotool.engine.skb cimport Skb
 from grotool.engine.gro cimport Bucket, GroNode
-from grotool.engine.ipv4 cimport inet_gro_flush
-from grotool.engine.ipv6 cimport ipv6_gro_flush
-from grotool.engine.network cimport network_flush
+from grotool.engine.network cimport inet_gro_flush, ipv6_gro_flush, network_flush
 
 cdef long TCP_FLAG_CWR, TCP_FLAG_ECE, TCP_FLAG_URG, TCP_FLAG_ACK, TCP_FLAG_PSH, TCP_FLAG_RST
 cdef long TCP_FLAG_SYN, TCP_FLAG_FIN, TCP_DOFF, TCP_RESERVED, TCP_WINDOW

@@ -4,9 +4,7 @@
 from __future__ import annotations
 
 from . import csum
-from .ipv4 import inet_gro_flush
-from .ipv6 import ipv6_gro_flush
-from .network import network_flush
+from .network import inet_gro_flush, ipv6_gro_flush, network_flush
 
 # tcp_flag_word() bits: data offset, reserved/AE, flags, window
 TCP_FLAG_CWR = 0x00800000
