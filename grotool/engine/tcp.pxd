@@ -5,6 +5,7 @@ cimport cython
 from grotool.engine.skb cimport Skb
 from grotool.engine.gro cimport Bucket, GroNode
 from grotool.engine.network cimport inet_gro_flush, ipv6_gro_flush, network_flush
+from grotool.engine.csum cimport seed
 
 cdef long TCP_FLAG_CWR, TCP_FLAG_ECE, TCP_FLAG_URG, TCP_FLAG_ACK, TCP_FLAG_PSH, TCP_FLAG_RST
 cdef long TCP_FLAG_SYN, TCP_FLAG_FIN, TCP_DOFF, TCP_RESERVED, TCP_WINDOW
@@ -18,7 +19,7 @@ cpdef bint same_bytes(bytes a, Py_ssize_t i, bytes b, Py_ssize_t j, Py_ssize_t n
 cpdef list option_offsets(bytes opts)
 @cython.locals(i=Py_ssize_t, kind=int, olen=int, n=Py_ssize_t)
 cpdef _options_reason(bytes opts, bytes opts2)
-@cython.locals(data=bytes, field=long, seed=long, off=Py_ssize_t)
+@cython.locals(data=bytes, field=long, folded=long, off=Py_ssize_t)
 cpdef bint validate_l4(GroNode gro, Skb skb, pseudo_sum, Py_ssize_t field_at)
 cpdef checksum_verified(Skb skb)
 @cython.locals(raw=cython.p_uchar, total=long, at=Py_ssize_t)

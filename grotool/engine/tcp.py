@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from . import csum
+from .csum import seed
 from .network import inet_gro_flush, ipv6_gro_flush, network_flush
 
 # tcp_flag_word() bits: data offset, reserved/AE, flags, window
@@ -56,9 +57,9 @@ def validate_l4(gro, skb, pseudo_sum: int, field_at: int) -> bool:
     if gro.csum_auto and len(data) >= field_at + 2:
         # (a segment too short to hold the field cannot hold a seed: it is verified)
         field = (data[field_at] << 8) | data[field_at + 1]
-        seed = (pseudo_sum & 0xFFFF) + (pseudo_sum >> 16)     # csum.fold, inlined
-        seed = (seed & 0xFFFF) + (seed >> 16)
-        if field == seed:
+        folded = (pseudo_sum & 0xFFFF) + (pseudo_sum >> 16)     # csum.fold, inlined
+        folded = (folded & 0xFFFF) + (folded >> 16)
+        if field == folded:
             # a capture taken on a sender with checksum offload: the field holds
             # the pseudo-header seed CHECKSUM_PARTIAL leaves; the NIC would fill it
             stats.csum_offloaded += 1
@@ -360,7 +361,7 @@ def _finish(gro, p, header, gso_type, thoff, pseudo_sum, family_type):
     if gro.l4_csum_full:
         check = full_l4_checksum(p, header, thoff, 16, pseudo_sum)
     else:
-        check = csum.seed(pseudo_sum)     # what CHECKSUM_PARTIAL expects
+        check = seed(pseudo_sum)          # what CHECKSUM_PARTIAL expects
     header[thoff + 16] = check >> 8
     header[thoff + 17] = check & 0xFF
     if flag_byte & 0x80:                  # tcp_gro_complete: CWR in the first header
