@@ -17,8 +17,9 @@ What it understands:
 * IPv4 (options, fragments), IPv6 with Hop-by-Hop, Routing, Fragment and
   Destination Options headers (a Jumbo Payload option gives the length);
 * tunnels: IP-in-IP (ipip, sit, ip4ip6, ip6ip6), GRE over IPv4/IPv6 (C/K/S
-  flags, key, IP or transparent Ethernet bridging payload), VXLAN and GENEVE
-  on configurable UDP destination ports (4789 and 6081 by default);
+  flags, key, IP or transparent Ethernet bridging payload), VXLAN (with or
+  without its I flag, as GRO) and GENEVE on configurable UDP destination
+  ports (4789 and 6081 by default);
 * TCP (ports, seq, ack, flags, window, options) and UDP (ports, length,
   checksum).
 
@@ -708,7 +709,11 @@ def _gre(walk: _Walk, outer_l3: int, family: int, src: bytes, dst: bytes, off: i
 
 
 def _vxlan(walk: _Walk, outer_l3: int, family: int, src: bytes, dst: bytes, l4: int, end: int) -> int:
-    """VXLAN (RFC 7348) after the UDP header at l4: an Ethernet frame follows."""
+    """VXLAN (RFC 7348) after the UDP header at l4: an Ethernet frame follows,
+    whatever the flags say.  GRO does not look at the I flag either
+    (vxlan_gro_prepare_receive only compares the flags and VNI words between
+    packets, then vxlan_gro_receive hands the inner frame to eth_gro_receive),
+    so a frame without it is merged on its inner flow and named by it."""
     data = walk.data
     off = l4 + 8
     if not walk.need(off, 8, "VXLAN"):
@@ -717,8 +722,6 @@ def _vxlan(walk: _Walk, outer_l3: int, family: int, src: bytes, dst: bytes, l4: 
     vni = (data[off + 4] << 16) | (data[off + 5] << 8) | data[off + 6]
     if walk.records:
         walk.layers.append(_new(Layer, ("vxlan", off, 8, (("flags", flags), ("vni", vni)))))
-    if not flags & 0x08:
-        return -1                                   # no I flag: not a VXLAN frame we can name
     return _enter(walk, "vxlan", family, src, dst, IPPROTO_UDP, vni, walk.sport, walk.dport, outer_l3, off + 8, 0,
                   True)
 

@@ -50,7 +50,8 @@ def tcp(seq: int, length: int = 0, sport=40000, dport=5001, flags=0x10) -> bytes
     return struct.pack("!HHIIBBHHH", sport, dport, seq, 1, 0x50, flags, 65535, 0, 0) + bytes(length)
 
 
-def udp(length: int, sport=40000, dport=4789) -> bytes:
+def udp(length: int, sport=40000, dport=5000) -> bytes:
+    # not 4789: UDP to the VXLAN port is looked into as VXLAN (whatever its flags), and these are plain UDP
     return struct.pack("!HHHH", sport, dport, 8 + length, 0) + bytes(length)
 
 

@@ -221,10 +221,38 @@ def test_vxlan_default_and_configured_ports():
     assert fr.parse(other_port).proto == 17 and fr.parse(other_port, vxlan_ports=[8472]).seq == 1000
 
 
-def test_vxlan_without_the_i_flag_is_plain_udp():
+def test_vxlan_is_followed_with_or_without_the_i_flag():
+    # GRO merges VXLAN frames on their inner flow whatever the I flag (vxlan_gro_prepare_receive
+    # compares the header words, never tests the flag), so the dissector follows them the same way
+    label = f"tcp {A4}:40000 > {B4}:5201 via vxlan {O4}:51000 > {P4}:4789 vni 4242"
+    for flags in (0x00, 0x08):
+        frame = bytes(Ether(**MACS) / IP(src=O4, dst=P4) / UDP(sport=51000, dport=4789)
+                      / VXLAN(vni=4242, flags=flags) / Ether(**INNER_MACS) / inner_v4())
+        d = dissect(frame)
+        assert names(d) == ["eth", "ipv4", "udp", "vxlan", "eth", "ipv4", "tcp"] and d.problem is None
+        assert d.layer("vxlan").fields == (("flags", flags), ("vni", 4242))
+        t = d.outer
+        assert (t.kind, t.key, t.sport, t.dport, t.outer_l3, t.inner) == ("vxlan", 4242, 51000, 4789, 14, 50)
+        assert d.five_tuple == (6, A4, B4, 40000, 5201) and (d.l3, d.l4, d.payload_len) == (64, 84, 100)
+        assert (d.seq, d.tcp_flags) == (1000, 0x18)
+        assert flow_label(describe(1, frame)) == label
+        p = fr.parse(frame, vxlan_ports=[4789])
+        assert (p.proto, p.sport, p.dport, p.seq, p.payload, p.tunnels) == \
+            (6, 40000, 5201, 1000, 100, (("vxlan", 4242, 51000, 4789, ()),))
+
+
+def test_vxlan_without_the_i_flag_is_entered_like_with_it():
+    # eight zero bytes, then 60 more: an inner Ethernet header of ethertype 0, as for an I-flagged frame
     frame = bytes(Ether(**MACS) / IP(src=O4, dst=P4) / UDP(sport=1, dport=4789) / Raw(bytes(8) + bytes(60)))
     d = dissect(frame)
-    assert d.tunnels == () and d.layers[-1].name == "vxlan" and d.five_tuple == (17, O4, P4, 1, 4789)
+    assert names(d) == ["eth", "ipv4", "udp", "vxlan", "eth"] and d.problem is None
+    assert (d.outer.kind, d.outer.key, d.ethertype, d.five_tuple) == ("vxlan", 0, 0, None)
+    assert flow_label(describe(1, frame)) == f"ethertype-0x0000 via vxlan {O4}:1 > {P4}:4789 vni 0"
+    # too short for the inner Ethernet header: the outer UDP, with the problem said
+    short = bytes(Ether(**MACS) / IP(src=O4, dst=P4) / UDP(sport=1, dport=4789) / Raw(bytes(8) + bytes(6)))
+    d = dissect(short)
+    assert d.tunnels == () and d.five_tuple == (17, O4, P4, 1, 4789)
+    assert d.problem == "truncated inner Ethernet header (6 of 14 bytes captured)"
 
 
 def test_geneve_with_options_and_protocol_types():

@@ -165,6 +165,33 @@ def test_vnet_header_decoding_fraglist_and_tunnel_segments():
     assert _delivered(frames[0], (2, 0, 0, 0, 0, 0), 0).fraglist is False
 
 
+def test_vxlan_without_the_i_flag_is_mapped_through_its_inner_flow():
+    # vxlan_gro_receive merges such frames (the flag is compared, never required): the oracle
+    # must follow them to the inner TCP to map the aggregate and count its segments
+    frames = tf.vxlan_tcp_flow(4, vxlan_flags=0x00)
+    assert frames[0][42:50] == bytes.fromhex("0000000000002a00")
+    p = fr.parse(frames[0], vxlan_ports=(4789,))
+    assert (p.proto, p.sport, p.dport, p.seq, p.payload, p.l4) == (6, 33000, 5201, 1000, 1400, 84)
+    assert p.tunnels == (("vxlan", 42, 49152, 4789, ()),)
+    merged = vxlan_merged(frames)
+    assert len(merged) == len(frames[0]) + 3 * 1400
+    assert fr.map_batch(frames, [(merged, 4, True)], vxlan_ports=(4789,)) == [[0, 1, 2, 3]]
+    # normal GRO: the inner TCP checksum is the seed, so not fraglist
+    seeded = bytearray(merged)
+    struct.pack_into("!H", seeded, p.check_at, ks.seed_value(p.src, p.dst, 6, len(merged) - p.l4))
+    pkt = _delivered(bytes(seeded), (1, 1, 1504, 1400, 84, 16), 0, 0, (4789,))
+    assert (pkt.gso_type, pkt.gso_segs, pkt.csum, pkt.fraglist) == (["tcpv4"], 4, "partial", False)
+    # fraglist: the segment count comes from the parsed inner payload (5600 / 1400), not the outer UDP's
+    pkt = _delivered(merged, (2, 1, 1504, 1400, 0, 0), 0, 0, (4789,))
+    assert (pkt.gso_segs, pkt.csum, pkt.fraglist) == (4, "valid", True)
+    # two runs of the same inner flow, one without the I flag and one with it: GRO keeps them
+    # apart (different flags words); each aggregate maps to its own frames
+    flagged = tf.vxlan_tcp_flow(8)[4:]
+    both = frames + flagged
+    assert fr.map_batch(both, [(merged, 4, True), (vxlan_merged(flagged), 4, True)], vxlan_ports=(4789,)) == \
+        [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
 def test_host_hint_names_the_options_the_traffic_calls_for():
     from grotool.oracle.kernel import host_hint
 
@@ -453,6 +480,42 @@ def test_vxlan_device_merges_inner_tcp():
     with KernelSession(host=HostState.build(vxlan_ports=[4789], rx_gro_list=True, local_tcp=["10.1.0.2:5201"])) as s:
         run = s.replay(tf.vxlan_tcp_flow(20))
         assert shape(run.packets, (4789,)) == [(20, 28000, 1400, ["tcpv4"], "partial")]
+
+
+@needs_kernel
+def test_vxlan_without_the_i_flag_is_merged_and_the_simulation_agrees():
+    """vxlan_gro_receive never requires the I flag: frames without it merge on their inner
+    TCP like any VXLAN frames, frames differing only in the flags byte are kept apart,
+    and the simulation delivers the same packets, byte for byte."""
+    from grotool.engine import Settings, simulate
+
+    config = netns.kernel_config()
+    a = tf.vxlan_tcp_flow(10, vxlan_flags=0x00)
+    b = tf.vxlan_tcp_flow(10)                     # the same frames with the I flag
+    cases = [
+        ({}, a + tf.vxlan_tcp_flow(20, vxlan_flags=0x00)[10:],
+         [(20, 28000, 1400, ["tcpv4"], "partial", False, list(range(20)))]),
+        ({}, [x for pair in zip(a, b) for x in pair],
+         [(10, 14000, 1400, ["tcpv4"], "partial", False, list(range(0, 20, 2))),
+          (10, 14000, 1400, ["tcpv4"], "partial", False, list(range(1, 20, 2)))]),
+        ({"rx_gro_list": True}, a, [(10, 14000, 1400, ["tcpv4"], "valid", True, list(range(10)))]),
+    ]
+    for extra, frames, expected in cases:
+        host = {"vxlan_ports": (4789,), **extra}
+        with KernelSession(host=HostState.build(**host)) as s:
+            run = s.replay(frames)
+        assert run.reliable and not run.warnings, extra
+        got = [(*shape([p], (4789,))[0], p.fraglist, p.covers) for p in run.packets]
+        assert got == expected, extra
+        for p in run.packets:
+            assert p.data[42] == frames[p.covers[0]][42]        # the first frame's VXLAN flags
+            q = fr.parse(p.data, vxlan_ports=(4789,))
+            assert p.data[q.payload_off:] == b"".join(frames[i][q.payload_off:] for i in p.covers)
+        settings = Settings(device="veth", vlan_gro=config.get("CONFIG_VLAN_8021Q", "y") != "n",
+                            hz=int(config.get("CONFIG_HZ", "250")), **host)
+        sim = list(simulate([(i, f, len(f)) for i, f in enumerate(frames)], 1, settings))
+        assert [(list(d.indices), d.segs, d.gso_size, d.data) for d in sim] == \
+            [(p.covers, p.segs, p.gso_size, p.data) for p in run.packets], extra
 
 
 # =============================================================================

@@ -248,10 +248,13 @@ def test_gre_segments(with_csum):
         assert all(_scapy_valid(p, GRE) for p in pkts)
 
 
+@pytest.mark.parametrize("flags", [0x08, 0x00])
 @pytest.mark.parametrize("outer_csum", [False, True])
-def test_vxlan_segments(outer_csum):
+def test_vxlan_segments(outer_csum, flags):
+    # without the I flag too: GRO merges such frames (vxlan_gro_receive) and GSO never reads the flags
     inner = Ether(src="02:00:00:00:00:0a", dst="02:00:00:00:00:0b") / _inner_tcp(2100)
-    outer = Ether() / IP(src="10.1.1.1", dst="10.2.2.2", id=70) / UDP(sport=33000, dport=4789) / VXLAN(vni=42)
+    outer = (Ether() / IP(src="10.1.1.1", dst="10.2.2.2", id=70) / UDP(sport=33000, dport=4789)
+             / VXLAN(vni=42, flags=flags))
     pkt = outer / inner
     if not outer_csum:
         pkt[UDP].chksum = 0
@@ -262,6 +265,7 @@ def test_vxlan_segments(outer_csum):
     assert [p[UDP].len for p in pkts] == [8 + 8 + 14 + 20 + 20 + n for n in (1000, 1000, 100)]
     assert [p[IP].id for p in pkts] == [70, 71, 72]
     assert [p.getlayer(IP, 2).id for p in pkts] == [9, 10, 11]
+    assert [(p[VXLAN].flags, p[VXLAN].vni) for p in pkts] == [(flags, 42)] * 3
     assert all(_scapy_valid(p, TCP) for p in pkts)
     if outer_csum:
         assert all(p[UDP].chksum != 0 and _scapy_valid(p, UDP) for p in pkts)

@@ -53,9 +53,10 @@ def _outer_ip(i: int, family: int, proto: Optional[int] = None, *, outer_id0: in
 
 def vxlan_tcp_flow(n: int, *, dport: int = 4789, sport: int = 49152, vni: int = 42, family: int = 4,
                    udp_csum: Optional[bool] = None, mss: int = MSS, inner_sport: int = 33000,
-                   inner_family: int = 4) -> List[bytes]:
+                   inner_family: int = 4, vxlan_flags: int = 0x08) -> List[bytes]:
     """n segments of one TCP flow carried in VXLAN (inner Ethernet + IP).  The outer
-    UDP checksum is zero over IPv4 and computed over IPv6 unless udp_csum says."""
+    UDP checksum is zero over IPv4 and computed over IPv6 unless udp_csum says.
+    vxlan_flags is the header's flags byte (0x08: the I flag alone)."""
     if udp_csum is None:
         udp_csum = family == 6
     out = []
@@ -66,7 +67,7 @@ def vxlan_tcp_flow(n: int, *, dport: int = 4789, sport: int = 49152, vni: int = 
         if not udp_csum:
             udp.chksum = 0
         pkt = (Ether(dst=OUTER_MAC_DST, src=OUTER_MAC_SRC) / _outer_ip(i, family) / udp
-               / VXLAN(vni=vni, flags=0x08) / inner)
+               / VXLAN(vni=vni, flags=vxlan_flags) / inner)
         out.append(bytes(pkt))
     return out
 

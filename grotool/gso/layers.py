@@ -200,8 +200,8 @@ def _udp_tunnel(data, off: int, dport: int, chain: Chain, ip_index: int, level: 
     at = off + 8
     if dport in VXLAN_PORTS:
         _need(data, at + 8, "VXLAN")
-        if not data[at] & 0x08:
-            raise NotSegmentable("VXLAN header without the VNI flag")
+        # whatever its flags: __skb_udp_tunnel_segment never reads them, and
+        # vxlan_gro_receive merges frames without the I flag too
         chain.layers.append(Layer("vxlan", at, 8))
         _inner_ethernet(data, at + 8, chain, level)
         return
