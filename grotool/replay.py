@@ -6,7 +6,6 @@ Glue between grotool.io, grotool.engine and grotool.report; no printing.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Callable, Optional, Sequence, Tuple
 
 from .engine import Engine, Settings
@@ -17,16 +16,35 @@ from .linktypes import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL
 from .report.stats import StatsCollector
 
 
-@dataclass
 class ReplayResult:
-    document: dict
-    collector: StatsCollector
-    engine_stats: object
-    frames: int
-    truncation: Optional[dict] = None       # the input's last record was cut short: where
-    over_mtu: int = 0                       # frames longer than the link MTU (captured on a host)
-    first_over_mtu: Optional[Tuple[int, int]] = None   # (record number, length) of the first
-    verify: object = None                   # grotool.verify.VerifyResult with verify=True
+    """What replay() gives back.  ``totals`` are the document's totals; the
+    whole grotool.stats/1 ``document`` is made when first read: its per-flow
+    list is most of the end-of-run work, and neither a quiet replay nor the
+    terminal table (which reads ``collector``) needs it."""
+
+    def __init__(self, input_info: dict, settings: dict, totals: dict, collector: StatsCollector,
+                 engine_stats: object, frames: int, truncation: Optional[dict] = None, over_mtu: int = 0,
+                 first_over_mtu: Optional[Tuple[int, int]] = None, verify: object = None):
+        self.input_info = input_info
+        self.settings = settings
+        self.totals = totals
+        self.collector = collector
+        self.engine_stats = engine_stats
+        self.frames = frames
+        self.truncation = truncation              # the input's last record was cut short: where
+        self.over_mtu = over_mtu                  # frames longer than the link MTU (captured on a host)
+        self.first_over_mtu = first_over_mtu      # (record number, length) of the first
+        self.verify = verify                      # grotool.verify.VerifyResult with verify=True
+        self._document: Optional[dict] = None
+
+    @property
+    def document(self) -> dict:
+        if self._document is None:
+            doc = self.collector.document(self.input_info, self.settings, totals=self.totals)
+            if self.verify is not None:
+                doc["verify"] = self.verify.as_dict()
+            self._document = doc
+        return self._document
 
 
 DEFAULT_MTU = 1500
@@ -308,12 +326,11 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
                                         for i in reader.interfaces]
         checks = {"tcp_offloaded": st.csum_offloaded, "tcp_verified": st.csum_verified,
                   "tcp_bad": st.csum_bad, "ip_header_bad": st.ip_csum_bad}
-        doc = collector.document(input_info, settings.as_dict(), checks)
-        doc["totals"]["polls"] = st.polls
-        doc["totals"]["irqs"] = st.irqs
-        doc["totals"]["timer_polls"] = st.timer_polls
-        doc["totals"]["normal_batches"] = st.normal_batches
+        totals = collector.totals(checks)
+        totals["polls"] = st.polls
+        totals["irqs"] = st.irqs
+        totals["timer_polls"] = st.timer_polls
+        totals["normal_batches"] = st.normal_batches
         verified = verifier.finish() if verifier is not None else None
-        if verified is not None:
-            doc["verify"] = verified.as_dict()
-        return ReplayResult(doc, collector, st, frames, reader.truncation, over_mtu, first_over_mtu, verified)
+        return ReplayResult(input_info, settings.as_dict(), totals, collector, st, frames, reader.truncation,
+                            over_mtu, first_over_mtu, verified)

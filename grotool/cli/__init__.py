@@ -188,8 +188,7 @@ def _render_replay(result, console: Console, top: int) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    doc = result.document
-    totals = doc["totals"]
+    totals = result.totals
     table = Table(title="GRO per flow", show_lines=False, header_style="bold")
     table.add_column("flow", overflow="fold")
     table.add_column("in", justify="right")
@@ -345,7 +344,7 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
     if result.truncation:
         t = result.truncation
         click.echo(
-            f"grotool: warning: {result.document['input']['path']}: record {t['record']} at byte offset "
+            f"grotool: warning: {result.input_info['path']}: record {t['record']} at byte offset "
             f"{t['offset']} cut short ({t['detail']}); the {result.frames} complete records before it were "
             f"processed (exit {EXIT_INPUT_TRUNCATED})",
             err=True,

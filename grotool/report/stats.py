@@ -246,7 +246,8 @@ class StatsCollector:
         return sorted(self.flows.values(), key=lambda f: (-f.packets_in, f.flow[0], f.flow[1], f.flow[2],
                                                           f.flow[3] or 0, f.flow[4] or 0, f.flow[5], f.interface))
 
-    def document(self, input_info: dict, settings: dict, engine_stats: Optional[dict] = None) -> dict:
+    def totals(self, engine_stats: Optional[dict] = None) -> dict:
+        """The document's totals (cheap: no per-flow work)."""
         totals = {
             "packets_in": self.packets_in,
             "packets_out": self.packets_out,
@@ -263,10 +264,15 @@ class StatsCollector:
             totals["flush_layers"] = layers_json(self.layers)
         if engine_stats is not None:
             totals["checksums"] = engine_stats
+        return totals
+
+    def document(self, input_info: dict, settings: dict, engine_stats: Optional[dict] = None,
+                 totals: Optional[dict] = None) -> dict:
+        """The grotool.stats/1 document; ``totals`` (from totals()) if already made."""
         return {
             "schema": SCHEMA,
             "input": input_info,
             "settings": settings,
-            "totals": totals,
+            "totals": self.totals(engine_stats) if totals is None else totals,
             "flows": [f.to_json() for f in self.sorted_flows()],
         }
