@@ -58,7 +58,7 @@ def ipv6_gro_receive(bucket, skb, gro):
         return None
     receive = entry[0]
     if receive is tcp6_gro_receive:
-        return tcp6_gro_receive(bucket, skb, gro)     # TCP called directly
+        return tcp6_gro_receive(bucket, skb, gro)     # indirect_call_gro_receive_l4: TCP called directly
     return receive(bucket, skb, gro)
 
 
