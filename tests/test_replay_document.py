@@ -11,7 +11,7 @@ from grotool.replay import replay
 CAPTURE = os.path.join(os.path.dirname(__file__), "..", "captures", "bulk-4flows.pcap")
 
 
-def test_document_made_on_first_read_equals_the_collector_document(tmp_path):
+def test_document_made_on_first_read_equals_the_collector_document():
     result = replay(CAPTURE, None, Settings(csum="trust"))
     assert result._document is None                  # a quiet replay never pays for it
     assert (result.totals["packets_in"], result.totals["packets_out"], result.totals["flows"]) == (400, 115, 4)
