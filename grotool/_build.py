@@ -8,8 +8,10 @@ is imported, whether to take them:
 - GROTOOL_PURE=1 in the environment forces the interpreted engine, so both
   builds run from one install (the tests compare them);
 - an extension module older than its .py file is stale (the source was edited
-  after the build): the source is imported instead, and `grotool --version`
-  says so, rather than silently running old rules.
+  after the build): then every module is imported from source, and `grotool
+  --version` says so, rather than silently running old rules.  All of them,
+  not just the stale one: compiled modules use each other's C types, and one
+  of them meeting the source version of another fails to import.
 """
 
 from __future__ import annotations
@@ -74,10 +76,37 @@ def _extension_beside(directory: str, name: str) -> Optional[str]:
     return None
 
 
+def stale_modules(package_dir: str) -> List[str]:
+    """The modules under package_dir (grotool's directory) whose extension
+    module is older than their source."""
+    found = []
+    for directory, _subdirs, files in os.walk(package_dir):
+        names = set(files)
+        for name in files:
+            if not name.endswith(".py"):
+                continue
+            stem = name[:-3]
+            for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+                if stem + suffix in names:
+                    source = os.path.join(directory, name)
+                    compiled = os.path.join(directory, stem + suffix)
+                    if os.path.getmtime(source) > os.path.getmtime(compiled) + INSTALL_SLACK_S:
+                        parts = os.path.relpath(source, package_dir)[:-3].split(os.sep)
+                        found.append(".".join([PACKAGE] + [p for p in parts if p != "__init__"]))
+                    break
+    return sorted(found)
+
+
 def install_finder() -> None:
     """Called by grotool/__init__.py before it imports anything else of grotool."""
     if not any(isinstance(f, _SourceFinder) for f in sys.meta_path):
-        sys.meta_path.insert(0, _SourceFinder(interpreted_forced()))
+        force = interpreted_forced()
+        if not force:
+            stale = stale_modules(os.path.dirname(os.path.abspath(__file__)))
+            if stale:
+                _stale.extend(stale)
+                force = True              # all from source: see the module docstring
+        sys.meta_path.insert(0, _SourceFinder(force))
 
 
 def engine_build() -> str:
@@ -86,7 +115,7 @@ def engine_build() -> str:
     from .engine import gro
     loader = getattr(gro, "__loader__", None)
     if _stale:
-        return (f"interpreted in part: {len(_stale)} compiled modules are older than their source, "
+        return (f"interpreted: {len(_stale)} compiled modules are older than their source, "
                 "rebuild with pip install -e .")
     if isinstance(loader, importlib.machinery.ExtensionFileLoader):
         # Cython's function type lives in a module named after its version: _cython_3_1_2

@@ -137,6 +137,54 @@ def test_a_stale_compiled_module_is_not_used(tmp_path):
     assert len(_stale) == before
 
 
+def test_stale_modules_lists_every_source_newer_than_its_extension(tmp_path):
+    from importlib.machinery import EXTENSION_SUFFIXES
+
+    from grotool._build import stale_modules
+
+    suffix = EXTENSION_SUFFIXES[0]
+    (tmp_path / "io").mkdir()
+    for rel, source_at, compiled_at in (("replay", 100, 200), ("io/capture", 300, 200), ("io/__init__", 500, 100),
+                                        ("cli", 300, None)):
+        source = tmp_path / (rel + ".py")
+        source.write_text("")
+        os.utime(source, (1_000_000_000 + source_at,) * 2)
+        if compiled_at is not None:
+            compiled = tmp_path / (rel + suffix)
+            compiled.write_bytes(b"")
+            os.utime(compiled, (1_000_000_000 + compiled_at,) * 2)
+    # cli has no extension (never compiled): not stale
+    assert stale_modules(str(tmp_path)) == ["grotool.io", "grotool.io.capture"]
+
+
+def test_one_stale_module_makes_the_whole_build_interpreted(compiled_build, tmp_path):
+    # the compiled replay module uses the compiled capture module's C types: with
+    # capture.py edited after the build, taking the source for it alone made
+    # importing replay fail (a traceback); every module is taken from source then
+    import shutil
+
+    package = tmp_path / "grotool"
+    shutil.copytree(ROOT / "grotool", package, ignore=shutil.ignore_patterns("__pycache__"))
+    from importlib.machinery import EXTENSION_SUFFIXES
+
+    built = max(os.path.getmtime(p) for p in (package / "io").glob("capture*" + EXTENSION_SUFFIXES[0]))
+    os.utime(package / "io" / "capture.py", (built + 60, built + 60))    # edited after the build
+    env = _env(pure=False)
+    env["PYTHONPATH"] = str(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "grotool", "replay", str(CAPTURES[0]), "-q", "--json", "-"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["totals"]["packets_in"] > 0
+    code = "import grotool.engine.gro as g; print(type(g.__loader__).__name__, g.__file__)"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.stdout.split() == ["SourceFileLoader", str(package / "engine" / "gro.py")]
+    version = subprocess.run([sys.executable, "-m", "grotool", "--version"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=60)
+    assert version.stdout == ("grotool, version 0.1.0 (engine: interpreted: 1 compiled modules are older than "
+                              "their source, rebuild with pip install -e .)\n")
+
+
 def test_skb_declarations_are_exactly_the_fields_init_sets():
     # engine/skb.pxd turns every Skb field into a typed C field, which reads as
     # a default (None, 0) before it is set, where the interpreted engine raises
