@@ -172,7 +172,7 @@ def _deliver(out: list, fix, collector, after, writer) -> None:
         if after is not None:
             after(d)
         if writer is not None:
-            writer.write_buffers(d.ts, d.frame_len, d.buffers())
+            writer.write(d.ts, d.data)
 
 
 def _feed_records(records, engine, fix, collector, after, writer, interface, verifier, mtu: int, reader) -> tuple:

@@ -52,16 +52,3 @@ def test_replacing_the_bytes_replaces_the_length_too():
     assert (d.data, d.frame_len) == (b"\x01\x02\x03", 3)
     single = Delivery(0, b"abcd", 1, "napi_complete", (0,))
     assert single.frame_len == 4 and single.data == b"abcd"
-
-
-def test_buffers_are_the_delivered_bytes_without_joining_them():
-    frames = _segments(5)
-    (d,) = _replay(frames)
-    buffers = d.buffers()
-    # the rebuilt header, then the first segment's payload and each merged one, read in place
-    assert [len(b) for b in buffers] == [d.header_len, 1000, 1000, 1000, 1000, 1000]
-    assert all(type(b) is memoryview and b.readonly for b in buffers[1:])
-    assert b"".join(buffers) == d.data
-    assert d.buffers() == [d.data]               # once joined, the bytes themselves
-    (lone,) = _replay(_segments(1))
-    assert lone.buffers() == [frames[0]]

@@ -128,22 +128,3 @@ def test_the_thread_writes_a_handover_with_one_writev_of_up_to_1024_pieces(tmp_p
     # hand-overs of 1025 pieces (the file header, 512 records), 1024, 1024, 1024
     # and 6 (3 records, at close): IOV_MAX buffers a call, the first in two
     assert calls == [1024, 1, 1024, 1024, 1024, 6]
-
-
-def test_a_frame_given_as_buffers_is_written_as_its_bytes(tmp_path, monkeypatch):
-    handovers = _recording_handovers(monkeypatch)
-    records = _records(300, [1000, 60, 1514])
-    dest = tmp_path / "out.pcap"
-    with PcapWriter(str(dest)) as writer:
-        for ts, data in records:
-            # a header and two views, as Delivery.buffers gives a super-packet
-            view = memoryview(data)
-            writer.write_buffers(ts, len(data), [bytes(view[:20]), view[20:50], view[50:]])
-        # more pieces than one hand-over holds: written joined, as one record
-        many = [bytes([i % 256]) for i in range(HANDOVER_PIECES + 5)]
-        writer.write_buffers(1_800_000_000_000_000_000, len(many), many)
-    records.append((1_800_000_000_000_000_000, b"".join(many)))
-    assert dest.read_bytes() == _expected_file(records)
-    # four pieces a record: a hand-over never exceeds the pieces bound
-    assert max(pieces for pieces, _ in handovers) <= HANDOVER_PIECES
-    assert writer.packets == 301

@@ -58,7 +58,6 @@ cdef class Delivery:
     cdef public bint fraglist
     cdef public Py_ssize_t interface
     cdef public object delivered_ns
-    cpdef list buffers(self)
 
 cdef class Stats:
     cdef public long long frames, csum_offloaded, csum_verified, csum_bad, ip_csum_bad
@@ -84,8 +83,6 @@ cpdef Delivery new_super_packet(object ts, bytearray header, bytes first, list m
 @cython.locals(header=bytearray, first=bytes, merged_frames=list, raw=cython.p_uchar, parts=list, i=Py_ssize_t,
                frame=bytes, n=Py_ssize_t)
 cpdef bytes _join_pieces(tuple pieces, Py_ssize_t header_len, tuple merged_lens)
-@cython.locals(merged_frames=list, views=list, i=Py_ssize_t, frame=bytes)
-cpdef list _piece_views(tuple pieces, Py_ssize_t header_len, tuple merged_lens)
 
 cpdef _init_skb(Skb skb, bytes data, object ts, Py_ssize_t index, Py_ssize_t l2_len, long long hash_,
                 int protocol, bytes key)

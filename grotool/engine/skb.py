@@ -165,15 +165,6 @@ class Delivery:
             self._pieces = None
         return data
 
-    def buffers(self) -> list:
-        """The frame as delivered, as a list of buffers to be written one after
-        another: its bytes once joined, else the rebuilt header and the payloads
-        read in place (memoryviews of the received frames: nothing is copied)."""
-        data = self._data
-        if data is None:
-            return _piece_views(self._pieces, self.header_len, self.merged_lens)
-        return [data]
-
     @data.setter
     def data(self, value: bytes) -> None:
         self._data = value
@@ -261,19 +252,6 @@ def _join_pieces(pieces, header_len, merged_lens) -> bytes:
         raw = frame
         parts.append(raw[len(frame) - n:len(frame)])
     return b"".join(parts)
-
-
-def _piece_views(pieces, header_len, merged_lens) -> list:
-    """_join_pieces's parts, not joined: the header as bytes, the payloads as
-    read-only views of the frames they are in."""
-    header = pieces[0]
-    first = pieces[1]
-    merged_frames = pieces[2]
-    views = [bytes(header), memoryview(first)[header_len:]]
-    for i in range(len(merged_frames)):
-        frame = merged_frames[i]
-        views.append(memoryview(frame)[len(frame) - merged_lens[i]:])
-    return views
 
 
 class Stats:

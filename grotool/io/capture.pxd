@@ -39,5 +39,3 @@ cdef class PcapWriter:
 
     @cython.locals(n=cython.Py_ssize_t, ts=cython.longlong)
     cpdef write(self, ts_ns, data, wirelen=*)
-    @cython.locals(ts=cython.longlong)
-    cpdef write_buffers(self, ts_ns, Py_ssize_t n, list buffers)

@@ -629,9 +629,7 @@ class PcapWriter:
 
     Records are gathered (references, not copies: ``bytes`` cannot change) and
     handed to the kernel up to 1.5 megabytes (512 records) at a time with one
-    ``os.writev``, so a 64 KiB super-packet is never copied in user space;
-    ``write_buffers`` takes a super-packet as its header and payload views, so
-    its payloads are not even joined.
+    ``os.writev``, so a 64 KiB super-packet is never copied in user space.
     """
 
     def __init__(self, path: str, linktype: int = LINKTYPE_ETHERNET, snaplen: int = 262144,
@@ -657,29 +655,6 @@ class PcapWriter:
         pending = self._pending
         pending.append(record)
         pending.append(data)
-        self._pending_bytes += 16 + n
-        if self._pending_bytes >= WRITE_GATHER_BYTES or len(pending) >= WRITE_GATHER_PIECES:
-            self._flush_pending()
-
-    def write_buffers(self, ts_ns: int, n: int, buffers: list) -> None:
-        """write() of a frame given as buffers (bytes or read-only views of
-        bytes) whose lengths add up to ``n``: gathered as they are, so a
-        super-packet's payloads go from the input frames to the kernel."""
-        if len(buffers) >= WRITE_GATHER_PIECES:
-            self.write(ts_ns, b"".join(buffers))      # more pieces than one hand-over takes
-            return
-        if not 0 <= ts_ns < PCAP_TIME_LIMIT_NS:
-            raise InputError(f"{self.path}: packet {self.packets + 1}: timestamp {ts_ns} ns cannot be stored "
-                             "in a pcap file (before 1970 or after 2106)")
-        ts = ts_ns
-        record = self._pack(ts // 1_000_000_000, ts % 1_000_000_000, n, n)
-        self.packets += 1
-        pending = self._pending
-        if len(pending) + 1 + len(buffers) > WRITE_GATHER_PIECES:
-            self._flush_pending()
-            pending = self._pending
-        pending.append(record)
-        pending.extend(buffers)
         self._pending_bytes += 16 + n
         if self._pending_bytes >= WRITE_GATHER_BYTES or len(pending) >= WRITE_GATHER_PIECES:
             self._flush_pending()
