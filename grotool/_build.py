@@ -80,7 +80,8 @@ def stale_modules(package_dir: str) -> List[str]:
     """The modules under package_dir (grotool's directory) whose extension
     module is older than their source."""
     found = []
-    for directory, _subdirs, files in os.walk(package_dir):
+    for directory, subdirs, files in os.walk(package_dir):
+        subdirs[:] = [d for d in subdirs if d != "__pycache__"]
         names = set(files)
         for name in files:
             if not name.endswith(".py"):
