@@ -190,6 +190,12 @@ def test_vxlan_without_the_i_flag_is_mapped_through_its_inner_flow():
     both = frames + flagged
     assert fr.map_batch(both, [(merged, 4, True), (vxlan_merged(flagged), 4, True)], vxlan_ports=(4789,)) == \
         [[0, 1, 2, 3], [4, 5, 6, 7]]
+    # the same segments sent both ways, interleaved: only the VXLAN header tells the copies
+    # apart, and the aggregate of the flagged copies, delivered first, maps to them alone
+    same = tf.vxlan_tcp_flow(4)
+    interleaved = [x for pair in zip(frames, same) for x in pair]
+    assert fr.map_batch(interleaved, [(vxlan_merged(same), 4, True), (merged, 4, True)], vxlan_ports=(4789,)) == \
+        [[1, 3, 5, 7], [0, 2, 4, 6]]
 
 
 def test_host_hint_names_the_options_the_traffic_calls_for():

@@ -317,7 +317,11 @@ def map_batch(inputs: Sequence[bytes], delivered: Sequence[Tuple[bytes, int, boo
             body = _payload(data, p)
             # GRO merges only frames with equal Ethernet addresses (gro_list_prepare,
             # compare_ether_header): a retransmission from another MAC is another packet
-            cands = [i for i in by_flow.get(p.flow, ()) if not used[i] and inputs[i][:12] == data[:12]]
+            # nor frames whose VXLAN header differs (vxlan_gro_prepare_receive compares
+            # the flags and VNI words: a frame without the I flag is another flow)
+            vxlan = _vxlan_headers(data, p)
+            cands = [i for i in by_flow.get(p.flow, ()) if not used[i] and inputs[i][:12] == data[:12]
+                     and (not vxlan or _vxlan_headers(inputs[i], parsed[i]) == vxlan)]
             if p.proto == IPPROTO_TCP:
                 covers = _map_tcp(inputs, parsed, cands, p, body, segs)
             else:
@@ -327,6 +331,13 @@ def map_batch(inputs: Sequence[bytes], delivered: Sequence[Tuple[bytes, int, boo
         result.append(covers)
     _swap_look_alikes(inputs, parsed, delivered, result)
     return result
+
+
+def _vxlan_headers(frame: bytes, p: Parsed) -> Tuple[bytes, ...]:
+    """The 8-byte VXLAN header of each VXLAN level of the frame, outermost first."""
+    if p.dissection is None:
+        return ()
+    return tuple(frame[t.inner - 8:t.inner] for t in p.dissection.tunnels if t.kind == "vxlan")
 
 
 def _swap_look_alikes(inputs, parsed, delivered, result: List[List[int]]) -> None:
