@@ -40,9 +40,10 @@ def _recording_handovers(monkeypatch):
     handovers = []
     real = safe_output.SafeOutput.writev
 
-    def recording(self, pieces):
+    def recording(self, pieces, size=None):
         handovers.append((len(pieces), sum(map(len, pieces))))
-        real(self, pieces)
+        assert size == handovers[-1][1]          # PcapWriter says how many bytes it hands over
+        real(self, pieces, size)
 
     monkeypatch.setattr(safe_output.SafeOutput, "writev", recording)
     return handovers
@@ -128,3 +129,26 @@ def test_the_thread_writes_a_handover_with_one_writev_of_up_to_1024_pieces(tmp_p
     # hand-overs of 1025 pieces (the file header, 512 records), 1024, 1024, 1024
     # and 6 (3 records, at close): IOV_MAX buffers a call, the first in two
     assert calls == [1024, 1, 1024, 1024, 1024, 6]
+
+
+def test_short_writes_are_resumed_whatever_size_the_caller_gave(tmp_path, monkeypatch):
+    # writev may take fewer bytes than asked (a signal, a full pipe): the rest is
+    # written by further calls, the first piece cut where the short write stopped
+    real_writev = os.writev
+    calls = []
+
+    def short_writev(fd, bufs):
+        calls.append(len(bufs))
+        total = sum(map(len, bufs))
+        return real_writev(fd, bufs) if total <= 7 else real_writev(fd, [bytes(b"".join(bufs)[:total // 2 + 1])])
+
+    monkeypatch.setattr(os, "writev", short_writev)
+    pieces = [b"abcdefgh", b"ij", b"klmnopqrstuv", b"w" * 2000]
+    expected = b"".join(pieces)
+    fd = os.open(tmp_path / "out", os.O_WRONLY | os.O_CREAT)
+    try:
+        assert safe_output._write_all(fd, list(pieces), len(expected)) == len(expected)
+    finally:
+        os.close(fd)
+    assert (tmp_path / "out").read_bytes() == expected
+    assert len(calls) > 3

@@ -663,9 +663,10 @@ class PcapWriter:
         pending = self._pending
         if not pending:
             return
+        size = self._pending_bytes
         self._pending = []
         self._pending_bytes = 0
-        self._out.writev(pending)
+        self._out.writev(pending, size)
 
     def close(self) -> None:
         if self._out is None:

@@ -109,15 +109,19 @@ def check_output_path(path: Optional[str], what: str = "output") -> None:
         raise _fail(path, what, "permission denied")
 
 
-def _write_all(fd: int, pieces: List) -> int:
+def _write_all(fd: int, pieces: List, size: Optional[int] = None) -> int:
     """os.writev every buffer of ``pieces`` (consumed), retrying short writes;
-    the number of bytes written."""
+    the number of bytes written.  ``size``, when the caller knows it, is the
+    sum of their lengths (saves adding them up again)."""
     total = 0
     while pieces:
-        batch = pieces[:_IOV_PIECES]
+        whole = len(pieces) <= _IOV_PIECES
+        batch = pieces if whole else pieces[:_IOV_PIECES]
+        # (size is the length of all of pieces: of this batch only if it is all of them, and the first)
+        expected = size if whole and size is not None and not total else sum(map(len, batch))
         written = os.writev(fd, batch)
         total += written
-        if written == sum(map(len, batch)):
+        if written == expected:
             del pieces[:len(batch)]            # the usual case: all of it went out
             continue
         # a short write: drop what went out, retry the rest
@@ -150,8 +154,8 @@ class _WriteBehind:
         self._thread = threading.Thread(target=self._run, name="grotool-write-behind", daemon=True)
         self._thread.start()
 
-    def put(self, pieces: List) -> None:
-        self._jobs.put(pieces)
+    def put(self, pieces: List, size: Optional[int] = None) -> None:
+        self._jobs.put((pieces, size))
 
     def stop(self, discard: bool = False) -> Optional[BaseException]:
         """Write what is queued (or drop it, with ``discard``), end the thread;
@@ -163,13 +167,13 @@ class _WriteBehind:
 
     def _run(self) -> None:
         while True:
-            pieces = self._jobs.get()
-            if pieces is None:
+            job = self._jobs.get()
+            if job is None:
                 return
             if self.failure is not None or self._discard:
                 continue                       # drained, never written
             try:
-                self._written += _write_all(self.fd, pieces)
+                self._written += _write_all(self.fd, *job)
             except BaseException as exc:       # the owner raises it; this thread keeps draining
                 self.failure = exc
                 continue
@@ -264,15 +268,15 @@ class SafeOutput:
         # a temporary file's thread writes later: a copy, so the caller may reuse its buffer
         self.writev([bytes(data) if self.temporary is not None else memoryview(data)])
 
-    def writev(self, pieces: List) -> None:
+    def writev(self, pieces: List, size: Optional[int] = None) -> None:
         """Write every buffer of ``pieces`` (the list is taken over, the caller
-        must not change it).  A temporary file is written by a thread of its
-        own while the caller goes on computing; a device, FIFO or pipe is
-        written before this returns (a blocked reader blocks the writer, as it
-        should)."""
+        must not change it; ``size``, if given, is the sum of their lengths).
+        A temporary file is written by a thread of its own while the caller
+        goes on computing; a device, FIFO or pipe is written before this
+        returns (a blocked reader blocks the writer, as it should)."""
         if self.temporary is None:
             try:
-                _write_all(self.fd, pieces)
+                _write_all(self.fd, pieces, size)
             except BrokenPipeError:
                 self.abort()
                 raise
@@ -283,7 +287,7 @@ class SafeOutput:
             self._behind = _WriteBehind(self.fd)
         if self._behind.failure is not None:
             self._finish_writes()                  # raises what stopped it
-        self._behind.put(pieces)
+        self._behind.put(pieces, size)
 
     def _finish_writes(self) -> None:
         """Wait for the write-behind thread; what stopped its writing is raised
