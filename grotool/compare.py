@@ -23,11 +23,13 @@ packets must be the same as well (per-flow order is always required; the kernel
 interleaves flows in delivery order, see kernel-oracle.md section 4).
 The headers of TCP/UDP packets count too: the bytes from the network header
 to the payload (IP ID, TTL/hop limit, TOS, TCP flags, ACK, window, options)
-must be equal; only the TCP/UDP checksum field is left out (``grotool kernel
---csum auto`` fixes checksums that replay keeps).  When both sidecars carry
-flush reasons (``replay --packets``), the reasons must be equal as well.
-Timestamps, link headers (MAC addresses) and Ethernet padding are not
-compared.  Flags are shown in the context rows to help debugging.
+must be equal; only the TCP/UDP checksum fields (the packet's and a tunnel's
+outer UDP one) are left out (``grotool kernel --csum auto`` fixes checksums
+that replay keeps).  Other packets are compared by their bytes from the
+network header on.  When both sidecars carry flush reasons (``replay
+--packets``), the reasons must be equal as well.  Timestamps, link headers
+(MAC addresses; the kernel oracle writes Ethernet whatever the input's link
+type) and Ethernet padding are not compared.  Flags are shown in the context rows to help debugging.
 
 Segments
 --------
@@ -124,6 +126,7 @@ class Packet:
     head: bytes = b""
     hdr: bytes = b""           # TCP/UDP: digest of the header bytes from the network header to the payload
     reason: Optional[str] = None   # flush reason from a `replay --packets` sidecar
+    l2: int = 0                # bytes kind: link header bytes, left out of the digest and the wire length
 
     @property
     def seq_end(self) -> int:
@@ -137,16 +140,17 @@ class Packet:
         if self.kind == KIND_UDP:
             key = (self.length, self.segs) if with_segs else (self.length,)
             return key + (self.hdr, self.reason)
-        return (self.digest, self.wirelen, self.reason)
+        return (self.digest, self.wirelen - self.l2, self.reason)
 
 
 def tcp_flags_text(flags: int) -> str:
     return "".join(letter for bit, letter in _TCP_FLAG_LETTERS if flags & bit) or "."
 
 
-def _classify(linktype: int, data: bytes, frame_len: int):
+def _classify(linktype: int, data: bytes, frame_len: int, l4_csums: Optional[List[int]] = None):
     """(kind, flow tuple, seq, flags, payload length, L4 offset, payload offset) of one record
-    (the offsets None for kind bytes).
+    (the offsets None for kind bytes).  ``l4_csums``, a list, gets the offsets of
+    every TCP/UDP checksum field of a TCP/UDP packet, a tunnel's outer UDP one included.
 
     TCP and UDP are the innermost transport of a packet that is not a
     fragment, whose headers were captured and whose IP length fits the frame
@@ -156,6 +160,8 @@ def _classify(linktype: int, data: bytes, frame_len: int):
     d = dissect(data, linktype, wirelen=frame_len)
     flow = flow_of(d)
     if d.l3_ok and not d.fragment and not d.frag_header:
+        if l4_csums is not None and d.l4_proto in (6, 17) and d.payload_off <= d.l3_end:
+            l4_csums.extend(c.at for c in d.checksums if c.kind in ("tcp", "udp") and c.at + 2 <= len(data))
         if d.l4_proto == 6 and d.payload_off <= d.l3_end:
             return KIND_TCP, flow, d.seq, d.tcp_flags, d.l3_end - d.payload_off, d.l4, d.payload_off
         if d.l4_proto == 17 and d.payload_off <= d.l3_end:
@@ -166,13 +172,16 @@ def _classify(linktype: int, data: bytes, frame_len: int):
 _LINK_HEADER = {1: 14, 113: 16, 276: 20}
 
 
-def _header_digest(linktype: int, data: bytes, l4_csum_at: int, payload_at: int) -> bytes:
+def _header_digest(linktype: int, data: bytes, l4_csums: List[int], payload_at: int) -> bytes:
     """Digest of the bytes from the network header to the payload: any header
     field (TTL, TOS, IP ID, flags, window, ACK, options) counts; the link
-    header, the TCP/UDP checksum (which `grotool kernel --csum auto` fixes and
-    replay keeps), the payload and Ethernet padding do not."""
-    start = _LINK_HEADER.get(linktype, 0)
-    return hashlib.sha256(data[start:l4_csum_at] + data[l4_csum_at + 2:payload_at]).digest()[:8]
+    header, the TCP/UDP checksums (the packet's and a tunnel's outer UDP one,
+    which `grotool kernel --csum auto` fixes and replay keeps), the payload and
+    Ethernet padding do not."""
+    head = bytearray(data[:payload_at])
+    for at in l4_csums:
+        head[at:at + 2] = b"\0\0"
+    return hashlib.sha256(bytes(head[_LINK_HEADER.get(linktype, 0):])).digest()[:8]
 
 
 # ----------------------------------------------------------------------------
@@ -301,14 +310,19 @@ def read_side(path: str, sidecar: Optional[str], auto_sidecar: bool, notes: List
                 data = data[:-fcs]
                 wirelen -= fcs
             frame = index + 1
-            kind, tup, seq, flags, length, l4_at, payload_at = _classify(linktype, data, max(wirelen, len(data)))
+            l4_csums: List[int] = []
+            kind, tup, seq, flags, length, l4_at, payload_at = _classify(linktype, data, max(wirelen, len(data)),
+                                                                         l4_csums)
             flow: FlowId = (kind, tup)
             if kind == KIND_BYTES:
-                pkt = Packet(frame, KIND_BYTES, length, wirelen=wirelen,
-                             digest=hashlib.sha256(data).digest(), head=data[:HEAD_BYTES])
+                # from the network header: the link header is not compared (grotool kernel's
+                # output is Ethernet whatever the input's link type, replay's keeps it)
+                l2 = min(_LINK_HEADER.get(linktype, 0), len(data))
+                pkt = Packet(frame, KIND_BYTES, length, wirelen=wirelen, digest=hashlib.sha256(data[l2:]).digest(),
+                             head=data[:HEAD_BYTES], l2=l2)
             else:
                 pkt = Packet(frame, kind, length, seq=seq, flags=flags, wirelen=wirelen,
-                             hdr=_header_digest(linktype, data, l4_at + (16 if kind == KIND_TCP else 6), payload_at))
+                             hdr=_header_digest(linktype, data, l4_csums, payload_at))
             if entries is not None:
                 if index >= len(entries):
                     raise InputError(f"{side.sidecar}: has {len(entries)} packets, "
@@ -554,7 +568,7 @@ def _first_byte_difference(a: Packet, b: Packet) -> str:
             return f"first differing byte at offset {k} (0x{ha[k]:02x} vs 0x{hb[k]:02x})"
     if len(ha) != len(hb) and (len(ha) < HEAD_BYTES or len(hb) < HEAD_BYTES):
         return f"one is a prefix of the other (lengths {a.length} and {b.length})"
-    if a.wirelen != b.wirelen and a.digest == b.digest:
+    if a.wirelen - a.l2 != b.wirelen - b.l2 and a.digest == b.digest:
         return f"same captured bytes, wire lengths {a.wirelen} and {b.wirelen}"
     return f"first difference beyond byte {HEAD_BYTES}"
 

@@ -427,3 +427,37 @@ def test_one_line_packets_sidecar_is_one_entry(tmp_path):
     path = tmp_path / "one.jsonl"
     path.write_text('{"index": 0, "segs": 3, "gso_size": 1448, "reason": "tcp_push"}\n')
     assert load_sidecar(str(path)) == [{"index": 0, "segs": 3, "gso_size": 1448, "reason": "tcp_push"}]
+
+
+def test_link_type_does_not_matter_for_other_packets(tmp_path):
+    # grotool kernel writes Ethernet whatever the input's link type; replay keeps raw IP or
+    # Linux cooked: the non-TCP/UDP packets (forces2.pcap of the tcpdump corpus: SCTP over
+    # SLL) are compared from the network header on
+    frames = [eth(ipv4(132, bytes(40))), eth(ipv4(1, bytes(16))), eth(ipv6(58, bytes(24)), etype=0x86DD)]
+    a = write(tmp_path / "a.pcap", frames)
+    raw = write(tmp_path / "raw.pcap", [f[14:] for f in frames], linktype=101)
+    sll = write(tmp_path / "sll.pcap", [bytes(14) + f[12:] for f in frames], linktype=113)
+    for b in (raw, sll):
+        r = compare_captures(a, b, require_order=True)
+        assert r.identical and r.to_json()["counts"]["flows"] == 3
+    changed = write(tmp_path / "c.pcap", [f[14:] for f in frames[:2]] + [frames[2][14:-1] + b"\x01"], linktype=101)
+    assert not compare_captures(a, changed).identical
+
+
+def vxlan4(inner: bytes, outer_check: int, ttl: int = 64) -> bytes:
+    l4 = struct.pack("!HHHH", 50000, 4789, 8 + 8 + len(inner), outer_check) + bytes.fromhex("0800000000138900") + inner
+    outer = bytearray(ipv4(17, l4, src="172.16.0.1", dst="172.16.0.2"))
+    outer[8] = ttl
+    return eth(bytes(outer))
+
+
+def test_outer_udp_checksum_of_a_tunnel_is_not_compared(tmp_path):
+    # grotool kernel --csum auto fixes a tunnel's outer UDP checksum holding the pseudo-header
+    # seed as well as the inner one (gso-ipv4-vxlan-ipv4.pcap of the tcpdump corpus); replay keeps it
+    inner = t4(SEQ0, MSS)
+    a = write(tmp_path / "a.pcap", [vxlan4(inner, 0x37FC)])
+    b = write(tmp_path / "b.pcap", [vxlan4(inner, 0xCD08)])
+    doc = compare_captures(a, b).to_json()
+    assert doc["identical"] and "via vxlan" in doc["flows"][0]["label"]
+    c = write(tmp_path / "c.pcap", [vxlan4(inner, 0x37FC, ttl=63)])
+    assert not compare_captures(a, c).identical

@@ -169,7 +169,7 @@ def test_checksum_and_length_problems_alone():
 
 def test_arp_and_truncated_and_unknown_link():
     arp = F.arp_frame()
-    _, events = run([arp, tcp(1)], wirelens=[len(arp), len(tcp(1)) + 10])
+    _, events = run([arp, tcp(1)], Settings(), wirelens=[len(arp), len(tcp(1)) + 10])     # nic: passed through
     assert (frame_event(events, 1).reason, frame_event(events, 1).evidence, frame_event(events, 1).function) == \
         ("no_l2_handler", "ethertype 0x0806", "dev_gro_receive")
     assert (frame_event(events, 2).outcome, frame_event(events, 2).reason) == ("sent_up", "capture_truncated")

@@ -34,7 +34,7 @@ def render_compare_doc(doc: dict, console: Console, *, max_flows: int = 20, max_
     compared = doc["compared"]
     console.print(Text(
         "compared per flow: TCP (" + ", ".join(compared["tcp"]) + "), UDP (" + ", ".join(compared["udp"])
-        + "), other packets by exact bytes; global order "
+        + "), other packets by their bytes from the network header; global order "
         + ("required" if compared["require_order"] else "not required"),
         style="dim"))
 

@@ -88,7 +88,7 @@ REASONS = {
     "flush_timeout": ("L", "napi_watchdog", "gro_flush_timeout timer poll flushed what was left"),
     "end_of_capture": ("L", "grotool", "the capture ended; what was still held is flushed (as the next poll would)"),
     # grotool's own
-    "capture_truncated": ("S", "grotool", "record cut by snaplen (caplen < wire length): not what the kernel saw, passed through"),
+    "capture_truncated": ("S", "grotool", "record cut by snaplen (caplen < wire length), nic device: not what the kernel saw, passed through (veth takes it through GRO as captured, as grotool kernel injects it)"),
     "not_ip_link": ("S", "grotool", "link-layer frame grotool cannot feed to GRO (too short for its link header)"),
     "unknown_link_type": ("S", "grotool", "frame of a link type grotool does not parse (802.11, USB, ...): passed through unchanged"),
 }
