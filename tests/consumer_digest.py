@@ -6,6 +6,10 @@ tests/data/dissect-baseline.json was written by this script run against the
 code before the move (git ced15cc), from the repository root:
 
     PYTHONPATH=. python tests/consumer_digest.py captures/*.pcap tests/data/*.pcap > tests/data/dissect-baseline.json
+
+and written again, the same way, when compare's digest of other packets was
+made to start at the network header (only the compare entries of
+captures/mixed.pcap, selftest-ipv4.pcap and selftest-ipv6.pcap changed).
 """
 
 import hashlib

@@ -41,8 +41,8 @@ def test_compare_table_shows_ipv6_addresses_unwrapped():
     assert r.returncode == 0, r.stderr
     text = r.stdout.decode()
     assert "tcp [fdaa::2]:10000 > [fdaa::1]:8000 │ tcp" in text
-    assert "compared per flow: TCP (seq, payload_len), UDP (payload_len, ordinal), other packets by exact " \
-           "bytes; global order not required" in text.splitlines()[1]
+    assert "compared per flow: TCP (seq, payload_len), UDP (payload_len, ordinal), other packets by their " \
+           "bytes from the network header; global order not required" in text.splitlines()[1]
 
 
 def test_compare_difference_panel_title_keeps_brackets(tmp_path):
