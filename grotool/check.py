@@ -160,7 +160,7 @@ def _dissect(linktype: int, data: bytes):
     neither TCP nor UDP.  One place to switch to a shared dissector."""
     from .compare import KIND_BYTES, _classify
 
-    kind, _tup, seq, _flags, length, _l4, _payload = _classify(linktype, data, len(data))
+    kind, _tup, seq, _flags, length, _csums, _payload = _classify(linktype, data, len(data))
     if kind == KIND_BYTES:
         return None
     return kind, seq, length

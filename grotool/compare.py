@@ -147,10 +147,11 @@ def tcp_flags_text(flags: int) -> str:
     return "".join(letter for bit, letter in _TCP_FLAG_LETTERS if flags & bit) or "."
 
 
-def _classify(linktype: int, data: bytes, frame_len: int, l4_csums: Optional[List[int]] = None):
-    """(kind, flow tuple, seq, flags, payload length, L4 offset, payload offset) of one record
-    (the offsets None for kind bytes).  ``l4_csums``, a list, gets the offsets of
-    every TCP/UDP checksum field of a TCP/UDP packet, a tunnel's outer UDP one included.
+def _classify(linktype: int, data: bytes, frame_len: int):
+    """(kind, flow tuple, seq, flags, payload length, checksum offsets, payload
+    offset) of one record (the last two None for kind bytes).  The checksum
+    offsets are those of every TCP/UDP checksum field captured, a tunnel's
+    outer UDP one included.
 
     TCP and UDP are the innermost transport of a packet that is not a
     fragment, whose headers were captured and whose IP length fits the frame
@@ -159,29 +160,28 @@ def _classify(linktype: int, data: bytes, frame_len: int, l4_csums: Optional[Lis
     """
     d = dissect(data, linktype, wirelen=frame_len)
     flow = flow_of(d)
-    if d.l3_ok and not d.fragment and not d.frag_header:
-        if l4_csums is not None and d.l4_proto in (6, 17) and d.payload_off <= d.l3_end:
-            l4_csums.extend(c.at for c in d.checksums if c.kind in ("tcp", "udp") and c.at + 2 <= len(data))
-        if d.l4_proto == 6 and d.payload_off <= d.l3_end:
-            return KIND_TCP, flow, d.seq, d.tcp_flags, d.l3_end - d.payload_off, d.l4, d.payload_off
-        if d.l4_proto == 17 and d.payload_off <= d.l3_end:
-            return KIND_UDP, flow, None, 0, d.l3_end - d.payload_off, d.l4, d.payload_off
+    if d.l3_ok and not d.fragment and not d.frag_header and d.l4_proto in (6, 17) and d.payload_off <= d.l3_end:
+        l4_csums = tuple(c.at for c in d.checksums if c.kind in ("tcp", "udp") and c.at + 2 <= len(data))
+        if d.l4_proto == 6:
+            return KIND_TCP, flow, d.seq, d.tcp_flags, d.l3_end - d.payload_off, l4_csums, d.payload_off
+        return KIND_UDP, flow, None, 0, d.l3_end - d.payload_off, l4_csums, d.payload_off
     return KIND_BYTES, flow, None, 0, len(data), None, None
 
 
 _LINK_HEADER = {1: 14, 113: 16, 276: 20}
 
 
-def _header_digest(linktype: int, data: bytes, l4_csums: List[int], payload_at: int) -> bytes:
+def _header_digest(linktype: int, data: bytes, l4_csums: Tuple[int, ...], payload_at: int) -> bytes:
     """Digest of the bytes from the network header to the payload: any header
     field (TTL, TOS, IP ID, flags, window, ACK, options) counts; the link
     header, the TCP/UDP checksums (the packet's and a tunnel's outer UDP one,
     which `grotool kernel --csum auto` fixes and replay keeps), the payload and
     Ethernet padding do not."""
-    head = bytearray(data[:payload_at])
+    start = _LINK_HEADER.get(linktype, 0)
+    head = bytearray(data[start:payload_at])
     for at in l4_csums:
-        head[at:at + 2] = b"\0\0"
-    return hashlib.sha256(bytes(head[_LINK_HEADER.get(linktype, 0):])).digest()[:8]
+        head[at - start:at - start + 2] = b"\0\0"
+    return hashlib.sha256(head).digest()[:8]
 
 
 # ----------------------------------------------------------------------------
@@ -310,9 +310,7 @@ def read_side(path: str, sidecar: Optional[str], auto_sidecar: bool, notes: List
                 data = data[:-fcs]
                 wirelen -= fcs
             frame = index + 1
-            l4_csums: List[int] = []
-            kind, tup, seq, flags, length, l4_at, payload_at = _classify(linktype, data, max(wirelen, len(data)),
-                                                                         l4_csums)
+            kind, tup, seq, flags, length, l4_csums, payload_at = _classify(linktype, data, max(wirelen, len(data)))
             flow: FlowId = (kind, tup)
             if kind == KIND_BYTES:
                 # from the network header: the link header is not compared (grotool kernel's
