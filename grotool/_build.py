@@ -59,13 +59,18 @@ class _SourceFinder(importlib.abc.MetaPathFinder):
                 continue
             if not self.force:
                 compiled = _extension_beside(directory, stem)
-                if compiled is None or os.path.getmtime(source) <= os.path.getmtime(compiled) + INSTALL_SLACK_S:
+                if compiled is None or not _older_than_source(compiled, source):
                     return None            # the normal import takes the extension
                 _stale.append(fullname)
             loader = importlib.machinery.SourceFileLoader(fullname, source)
             return importlib.util.spec_from_file_location(fullname, source, loader=loader,
                                                           submodule_search_locations=locations)
         return None
+
+
+def _older_than_source(compiled: str, source: str) -> bool:
+    """The extension module was built before its source was last changed."""
+    return os.path.getmtime(source) > os.path.getmtime(compiled) + INSTALL_SLACK_S
 
 
 def _extension_beside(directory: str, name: str) -> Optional[str]:
@@ -90,8 +95,7 @@ def stale_modules(package_dir: str) -> List[str]:
             for suffix in importlib.machinery.EXTENSION_SUFFIXES:
                 if stem + suffix in names:
                     source = os.path.join(directory, name)
-                    compiled = os.path.join(directory, stem + suffix)
-                    if os.path.getmtime(source) > os.path.getmtime(compiled) + INSTALL_SLACK_S:
+                    if _older_than_source(os.path.join(directory, stem + suffix), source):
                         parts = os.path.relpath(source, package_dir)[:-3].split(os.sep)
                         found.append(".".join([PACKAGE] + [p for p in parts if p != "__init__"]))
                     break
