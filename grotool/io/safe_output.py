@@ -117,7 +117,7 @@ def _write_all(fd: int, pieces: List, size: Optional[int] = None) -> int:
     while pieces:
         whole = len(pieces) <= _IOV_PIECES
         batch = pieces if whole else pieces[:_IOV_PIECES]
-        # (size is the length of all of pieces: of this batch only if it is all of them, and the first)
+        # size counts all of pieces: it is this batch's only for a first batch that takes them all
         expected = size if whole and size is not None and not total else sum(map(len, batch))
         written = os.writev(fd, batch)
         total += written
