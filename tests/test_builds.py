@@ -110,6 +110,25 @@ def test_both_builds_give_identical_outputs(compiled_build, capture, config, tmp
     assert covered == list(range(stats["totals"]["packets_in"]))
 
 
+def test_the_interpreted_engine_needs_no_cython(tmp_path):
+    """csum.py and tcp.py read `cython.compiled` to pick their byte readers; without
+    Cython installed (a machine that got the interpreted fallback) they take the
+    interpreted bodies and give the same bytes."""
+    capture = ROOT / "captures" / "bulk-4flows.pcap"
+    without = ("import sys; sys.modules['cython'] = None; from grotool.cli import run; "
+               "from grotool.engine import csum, tcp; assert csum.cython.compiled is False; "
+               "assert type(tcp.cython).__name__ == 'SimpleNamespace'; run()")
+    outputs = []
+    for name, argv in (("without", [sys.executable, "-c", without]), ("with", [sys.executable, "-m", "grotool"])):
+        out = tmp_path / f"{name}.pcap"
+        proc = subprocess.run([*argv, "replay", str(capture), str(out), "--csum", "verify"], cwd=ROOT,
+                              env=_env(pure=True), capture_output=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr.decode()
+        outputs.append((proc.stdout, out.read_bytes()))
+    assert outputs[0] == outputs[1]
+    assert b"400 packets in, 115 out" in outputs[0][0]
+
+
 def test_a_stale_compiled_module_is_not_used(tmp_path):
     # the finder grotool/__init__.py installs: an extension module older than its
     # source (the source was edited after the build) must not run

@@ -11,6 +11,8 @@
   payloads, IPv4/IPv6, VLAN tags and IP-in-IP tunnels, in every --csum mode
   and both device models;
 * the pseudo-header sums tcp.py uses reduce and fold like csum.pseudo4/pseudo6;
+* the byte readers whose compiled and interpreted bodies differ (csum.ip_header_ok,
+  tcp.word32, tcp.same_bytes) give the straightforward answers, at every offset;
 * the RSS hash input and the Toeplitz hash match the straightforward versions;
 * PcapWriter's gathered writes survive short writes byte for byte.
 
@@ -109,6 +111,46 @@ def test_sum16_extremes():
             assert same_residue(csum.sum16(data), ones_sum(data))
             if n:
                 assert same_residue(csum.frame_sums([data] * 8 + [os.urandom(4096)])[0], ones_sum(data))
+
+
+# ------------------------------------------------------------------------------------------
+# byte readers with a compiled and an interpreted body (the suite runs under both builds)
+# ------------------------------------------------------------------------------------------
+def test_ip_header_ok_is_a_zero_ones_complement_sum():
+    rng = random.Random(5)
+    header = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, 0, 1500, 7, 0x4000, 64, 6, 0,
+                                   bytes((10, 0, 0, 1)), bytes((10, 0, 0, 2))))
+    header[10:12] = struct.pack("!H", csum.complement(ones_sum(bytes(header))))
+    good = bytes(header)
+    assert ones_sum(good) in (0, 0xFFFF)
+    checked = 0
+    for pad in (0, 1, 14, 17):
+        for frame, want in ((bytes(pad) + good, True), (bytes(pad) + good[:3] + b"\x01" + good[4:], False),
+                            (bytes(pad) + bytes(20), True), (bytes(pad) + b"\xff" * 20, True)):
+            assert csum.ip_header_ok(frame, pad) is want
+            checked += 1
+    for _ in range(2000):
+        data = rng.randbytes(rng.randrange(20, 64))
+        off = rng.randrange(0, len(data) - 19)
+        assert csum.ip_header_ok(data, off) is (ones_sum(data[off:off + 20]) % 0xFFFF == 0)
+        checked += 1
+    assert checked == 2016
+
+
+def test_word32_and_same_bytes_read_what_slicing_reads():
+    rng = random.Random(6)
+    for _ in range(2000):
+        a = rng.randbytes(rng.randrange(4, 80))
+        at = rng.randrange(0, len(a) - 3)
+        assert tcp.word32(a, at) == struct.unpack_from("!I", a, at)[0]
+        b = bytearray(a)
+        n = rng.randrange(0, len(a) - at + 1)
+        if n and rng.random() < 0.5:
+            b[at + rng.randrange(n)] ^= 1 << rng.randrange(8)
+        b = bytes(rng.randbytes(3)) + bytes(b)
+        assert tcp.same_bytes(a, at, b, at + 3, n) is (a[at:at + n] == b[at + 3:at + 3 + n])
+    assert tcp.word32(b"\xff" * 4, 0) == 0xFFFFFFFF
+    assert tcp.same_bytes(b"abc", 1, b"xbc", 1, 2) is True and tcp.same_bytes(b"abc", 0, b"xbc", 0, 3) is False
 
 
 # ------------------------------------------------------------------------------------------

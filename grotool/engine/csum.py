@@ -11,6 +11,12 @@ numpy's fixed cost; the verdicts built on it are the same either way.
 
 from __future__ import annotations
 
+try:
+    import cython        # compiled build: cython.compiled is a constant, the other branch is dropped
+except ImportError:      # interpreted build without Cython installed
+    from types import SimpleNamespace
+    cython = SimpleNamespace(compiled=False)
+
 _UNSET = object()
 _np = _UNSET                           # numpy, imported on first need (grotool[fast]), or None
 
@@ -136,14 +142,16 @@ def complement(pseudo_sum_plus_data: int) -> int:
 
 def ip_header_ok(data, off: int) -> bool:
     """ip_fast_csum over the 20-byte IPv4 header at ``off`` is zero: the
-    ones'-complement sum of its ten words is 0 modulo 0xFFFF (summed in place,
-    word by word, without slicing the header out).  The caller has checked
-    that the 20 bytes are present."""
-    raw = data     # read in place (a C pointer in the compiled build)
-    total = 0
-    for i in range(off, off + 20, 2):
-        total += (raw[i] << 8) | raw[i + 1]
-    return total % 0xFFFF == 0
+    ones'-complement sum of its ten words is 0 modulo 0xFFFF.  The caller has
+    checked that the 20 bytes are present."""
+    if cython.compiled:
+        raw = data     # read in place (a C pointer), word by word, without slicing the header out
+        total = 0
+        for i in range(off, off + 20, 2):
+            total += (raw[i] << 8) | raw[i + 1]
+        return total % 0xFFFF == 0
+    # interpreted: the header as one integer, congruent to its word sum (see above)
+    return _from_bytes(data[off:off + 20], "big") % 0xFFFF == 0
 
 
 def replace16(check: int, old: int, new: int) -> int:

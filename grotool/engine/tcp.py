@@ -3,6 +3,14 @@
 
 from __future__ import annotations
 
+from struct import Struct
+
+try:
+    import cython        # compiled build: cython.compiled is a constant, the other branch is dropped
+except ImportError:      # interpreted build without Cython installed
+    from types import SimpleNamespace
+    cython = SimpleNamespace(compiled=False)
+
 from . import csum
 from .csum import seed
 from .network import inet_gro_flush, ipv6_gro_flush, network_flush
@@ -25,25 +33,31 @@ _COMPARED = ~_NOT_COMPARED
 _FIN_PSH = TCP_FLAG_FIN | TCP_FLAG_PSH
 _FINAL_FLAGS = TCP_FLAG_URG | TCP_FLAG_PSH | TCP_FLAG_RST | TCP_FLAG_SYN | TCP_FLAG_FIN
 _from_bytes = int.from_bytes
+_unpack_word32 = Struct(">I").unpack_from
 
 
-# The callers of word32 and same_bytes have checked that the bytes are present:
-# they are read in place (C pointers in the compiled build).
+# The callers of word32 and same_bytes have checked that the bytes are present.
+# The compiled build reads them in place through C pointers; the interpreter is
+# faster with one C-implemented call than with a loop of byte reads.
 def word32(data, at):
     """The big-endian 32-bit word at ``at``."""
-    raw = data
-    top = raw[at]          # a C long in the compiled build: shifted by 24 it must not overflow an int
-    return (top << 24) | (raw[at + 1] << 16) | (raw[at + 2] << 8) | raw[at + 3]
+    if cython.compiled:
+        raw = data
+        top = raw[at]          # a C long: shifted by 24 it must not overflow an int
+        return (top << 24) | (raw[at + 1] << 16) | (raw[at + 2] << 8) | raw[at + 3]
+    return _unpack_word32(data, at)[0]
 
 
 def same_bytes(a, i, b, j, n):
-    """a[i:i + n] == b[j:j + n], both in range, without slicing either."""
-    raw_a = a
-    raw_b = b
-    for k in range(n):
-        if raw_a[i + k] != raw_b[j + k]:
-            return False
-    return True
+    """a[i:i + n] == b[j:j + n], both in range (compiled: without slicing either)."""
+    if cython.compiled:
+        raw_a = a
+        raw_b = b
+        for k in range(n):
+            if raw_a[i + k] != raw_b[j + k]:
+                return False
+        return True
+    return a[i:i + n] == b[j:j + n]
 
 
 # -- checksum validation (skb_gro_checksum_validate) ----------------------------
