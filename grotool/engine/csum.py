@@ -11,11 +11,13 @@ numpy's fixed cost; the verdicts built on it are the same either way.
 
 from __future__ import annotations
 
-try:
-    import cython        # compiled build: cython.compiled is a constant, the other branch is dropped
-except ImportError:      # interpreted build without Cython installed
-    from types import SimpleNamespace
-    cython = SimpleNamespace(compiled=False)
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import cython        # read by the Cython compiler: cython.compiled is True, the other branch is dropped
+else:
+    cython = SimpleNamespace(compiled=False)    # the interpreter's view, without importing Cython
 
 _UNSET = object()
 _np = _UNSET                           # numpy, imported on first need (grotool[fast]), or None

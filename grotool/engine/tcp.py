@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 from struct import Struct
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
-try:
-    import cython        # compiled build: cython.compiled is a constant, the other branch is dropped
-except ImportError:      # interpreted build without Cython installed
-    from types import SimpleNamespace
-    cython = SimpleNamespace(compiled=False)
+if TYPE_CHECKING:
+    import cython        # read by the Cython compiler: cython.compiled is True, the other branch is dropped
+else:
+    cython = SimpleNamespace(compiled=False)    # the interpreter's view, without importing Cython
 
 from . import csum
 from .csum import seed
