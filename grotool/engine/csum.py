@@ -11,13 +11,12 @@ numpy's fixed cost; the verdicts built on it are the same either way.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    import cython        # read by the Cython compiler: cython.compiled is True, the other branch is dropped
+    import cython        # read by the Cython compiler only (see _interpreted.py)
 else:
-    cython = SimpleNamespace(compiled=False)    # the interpreter's view, without importing Cython
+    from ._interpreted import cython
 
 _UNSET = object()
 _np = _UNSET                           # numpy, imported on first need (grotool[fast]), or None

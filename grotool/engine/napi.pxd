@@ -41,7 +41,7 @@ cdef class NicDevice:
     cdef public Py_ssize_t rx_frames, irq_frames, budget
     cdef public long hz
     cdef public object cost
-    @cython.locals(q=_Queue, tup=bytes, ring=list)
+    @cython.locals(q=_Queue, tup=bytes, ring=list, h="long long")
     cpdef feed(self, Skb skb)
     @cython.locals(q=_Queue, ring=list, batch=list, work=Py_ssize_t, gro=GroNode)
     cpdef _poll(self, _Queue q, now, bint timer)

@@ -23,7 +23,12 @@ Two device models:
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional
+from typing import TYPE_CHECKING, Callable, List, Optional
+
+if TYPE_CHECKING:
+    import cython        # read by the Cython compiler only (see _interpreted.py)
+else:
+    from ._interpreted import cython
 
 from . import csum
 from .config import Settings
@@ -223,14 +228,17 @@ class NicDevice:
         if next_at is not None and next_at < ts:
             self._run_until(ts, inclusive=False)
         self.now = ts
-        # Toeplitz.flow_hash, inlined: this runs for every frame
-        tup = hash_input(skb.data, skb.l2_len, skb.protocol)
-        if tup:
-            h = self._hash_cache.get(tup)
-            if h is None:
-                h = self.toeplitz.hash(tup)
+        if cython.compiled:
+            h = self.toeplitz.flow_hash(skb.data, skb.l2_len, skb.protocol)
         else:
-            h = 0
+            # Toeplitz.flow_hash, inlined: this runs for every frame
+            tup = hash_input(skb.data, skb.l2_len, skb.protocol)
+            if tup:
+                h = self._hash_cache.get(tup)
+                if h is None:
+                    h = self.toeplitz.hash(tup)
+            else:
+                h = 0
         skb.hash = h
         q = self.single_queue
         if q is None:

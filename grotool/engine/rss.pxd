@@ -1,7 +1,9 @@
 # Cython declarations for rss.py (compiled build only).
 cimport cython
 
-@cython.locals(raw=cython.p_uchar, n=Py_ssize_t, ihl=Py_ssize_t, proto=int, pos=Py_ssize_t, nexthdr=int, addrs=bytes)
+@cython.locals(raw=cython.p_uchar, n=Py_ssize_t, ihl=Py_ssize_t, proto=int, pos=Py_ssize_t, nexthdr=int)
+cpdef (Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t) input_ranges(bytes data, Py_ssize_t off, int protocol)
+@cython.locals(first=Py_ssize_t, first_len=Py_ssize_t, second=Py_ssize_t, second_len=Py_ssize_t, end=Py_ssize_t)
 cpdef bytes hash_input(bytes data, Py_ssize_t off, int protocol)
 @cython.locals(result=cython.uint, entry=cython.uint, pos=Py_ssize_t, row=list, raw="const unsigned char *")
 cpdef unsigned int _hash_by_tables(list tables, bytes tuple_bytes)
@@ -11,8 +13,13 @@ cdef class Toeplitz:
     cdef public object _key
     cdef public Py_ssize_t _bits, _misses
     cdef public dict cache
+    cdef bytes _flat
+    cdef Py_ssize_t _flat_bytes
     @cython.locals(nbits=Py_ssize_t, shift=Py_ssize_t, i=Py_ssize_t)
     cpdef hash(self, bytes tuple_bytes)
-    cpdef flow_hash(self, bytes data, Py_ssize_t off, int protocol)
-    @cython.locals(pos=Py_ssize_t, byte=int, j=int, tables=list, row=list)
+    @cython.locals(first=Py_ssize_t, first_len=Py_ssize_t, second=Py_ssize_t, second_len=Py_ssize_t,
+                   flat="const unsigned char *", raw="const unsigned char *", result=cython.uint, pos=Py_ssize_t,
+                   byte=Py_ssize_t, at=Py_ssize_t, top=cython.uint)
+    cpdef unsigned int flow_hash(self, bytes data, Py_ssize_t off, int protocol)
+    @cython.locals(pos=Py_ssize_t, j=int, tables=list, row=list)
     cpdef list _tables(self, Py_ssize_t nbytes)

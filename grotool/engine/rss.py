@@ -7,7 +7,13 @@ spreads hash & 127 over the queues round-robin (ethtool_rxfh_indir_default).
 
 from __future__ import annotations
 
-from typing import Dict
+from struct import pack
+from typing import TYPE_CHECKING, Dict
+
+if TYPE_CHECKING:
+    import cython        # read by the Cython compiler only (see _interpreted.py)
+else:
+    from ._interpreted import cython
 
 
 # key -> per-byte-position tables: _TABLES[key][pos][byte] is the XOR of the key
@@ -15,6 +21,7 @@ from typing import Dict
 # engine with that key; filled one position at a time as inputs need them.
 _TABLES: Dict[bytes, list] = {}
 TABLE_AFTER_MISSES = 64          # a capture with few flows never builds tables
+MAX_INPUT_BYTES = 36             # an IPv6 4-tuple
 
 
 class Toeplitz:
@@ -24,6 +31,16 @@ class Toeplitz:
         self._bits = len(key) * 8
         self.cache: Dict[bytes, int] = {}   # input -> hash of the inputs seen (read-only for callers)
         self._misses = 0
+        # the compiled build hashes every frame through the tables, kept as one byte
+        # string of big-endian words (a table per input byte the key has windows
+        # for) and read in place; the interpreter is faster with the cache of
+        # hashes by input
+        self._flat = b""
+        self._flat_bytes = 0
+        if cython.compiled:
+            self._flat_bytes = min(MAX_INPUT_BYTES, max(0, (self._bits - 32 - 7) // 8 + 1))
+            entries = [entry for row in self._tables(self._flat_bytes) for entry in row]
+            self._flat = pack(f">{len(entries)}I", *entries)
 
     def hash(self, tuple_bytes: bytes) -> int:
         cached = self.cache.get(tuple_bytes)
@@ -49,6 +66,21 @@ class Toeplitz:
 
     def flow_hash(self, data: bytes, off: int, protocol: int) -> int:
         """skb->hash of a frame whose network header starts at ``off`` (0 for non-IP)."""
+        if cython.compiled:
+            # the input read where it lies in the frame, one table entry per byte
+            first, first_len, second, second_len = input_ranges(data, off, protocol)
+            if not first_len:
+                return 0
+            if first_len + second_len <= self._flat_bytes:
+                flat = self._flat      # read in place: the word of (input position, byte) at 4 * (256 * position + byte)
+                raw = data
+                result = 0
+                for pos in range(first_len + second_len):
+                    byte = raw[first + pos] if pos < first_len else raw[second + pos - first_len]
+                    at = ((pos << 8) | byte) << 2
+                    top = flat[at]
+                    result ^= (top << 24) | (flat[at + 1] << 16) | (flat[at + 2] << 8) | flat[at + 3]
+                return result
         tup = hash_input(data, off, protocol)
         if not tup:
             return 0
@@ -62,19 +94,20 @@ class Toeplitz:
         while len(tables) < nbytes:
             pos = len(tables)
             windows = [(key >> (shift - (pos * 8 + j))) & 0xFFFFFFFF for j in range(8)]
-            row = [0] * 256
-            for byte in range(1, 256):
-                value = 0
-                for j in range(8):
-                    if byte >> (7 - j) & 1:
-                        value ^= windows[j]
-                row[byte] = value
+            # row[byte]: the XOR of windows[j] for each set bit j of byte (bit 0 the
+            # most significant), built bit by bit from the least significant one
+            row = [0]
+            for j in range(7, -1, -1):
+                window = windows[j]
+                row += [value ^ window for value in row]
             tables.append(row)
         return tables
 
 
-def hash_input(data: bytes, off: int, protocol: int) -> bytes:
-    """The bytes a NIC feeds to Toeplitz for this frame (empty: no hash)."""
+def input_ranges(data: bytes, off: int, protocol: int):
+    """Where the bytes a NIC feeds to Toeplitz lie in this frame: (start, length)
+    of the addresses, then (start, length) of the port pair (length 0: none).
+    All lengths 0: no hash."""
     n = len(data)
     raw = data     # the same bytes read in place (a C pointer in the compiled build): every read is checked against n
     while protocol in (0x8100, 0x88A8) and n >= off + 4:
@@ -85,22 +118,26 @@ def hash_input(data: bytes, off: int, protocol: int) -> bytes:
         proto = raw[off + 9]
         if (proto == 6 or proto == 17) and not ((raw[off + 6] << 8) | raw[off + 7]) & 0x3FFF \
                 and n >= off + ihl + 4:
-            if ihl == 20:
-                return raw[off + 12:off + 24]        # addresses and ports are adjacent
-            return raw[off + 12:off + 20] + raw[off + ihl:off + ihl + 4]
-        return raw[off + 12:off + 20]
+            return off + 12, 8, off + ihl, 4
+        return off + 12, 8, 0, 0
     if protocol == 0x86DD and n >= off + 40:
-        addrs = raw[off + 8:off + 40]
         nexthdr = raw[off + 6]
         pos = off + 40
         while nexthdr in (0, 43, 60) and n >= pos + 8:
             nexthdr, pos = raw[pos], pos + (raw[pos + 1] + 1) * 8
         if nexthdr in (6, 17) and n >= pos + 4:
-            if pos == off + 40:
-                return raw[off + 8:off + 44]         # addresses and ports are adjacent
-            return addrs + raw[pos:pos + 4]
-        return addrs
-    return b""
+            return off + 8, 32, pos, 4
+        return off + 8, 32, 0, 0
+    return 0, 0, 0, 0
+
+
+def hash_input(data: bytes, off: int, protocol: int) -> bytes:
+    """The bytes a NIC feeds to Toeplitz for this frame (empty: no hash)."""
+    first, first_len, second, second_len = input_ranges(data, off, protocol)
+    end = first + first_len
+    if not second_len or second == end:
+        return data[first:end + second_len]        # one range, or the ports follow the addresses
+    return data[first:end] + data[second:second + second_len]
 
 
 def _hash_by_tables(tables: list, tuple_bytes: bytes) -> int:

@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 from struct import Struct
-from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    import cython        # read by the Cython compiler: cython.compiled is True, the other branch is dropped
+    import cython        # read by the Cython compiler only (see _interpreted.py)
 else:
-    cython = SimpleNamespace(compiled=False)    # the interpreter's view, without importing Cython
+    from ._interpreted import cython
 
 from . import csum
 from .csum import seed
