@@ -13,6 +13,8 @@
 * the pseudo-header sums tcp.py uses reduce and fold like csum.pseudo4/pseudo6;
 * the byte readers whose compiled and interpreted bodies differ (csum.ip_header_ok,
   tcp.word32, tcp.same_bytes) give the straightforward answers, at every offset;
+* skb.extended_key (the compiled build copies ranges into one new string) gives
+  exactly the concatenated slices, ranges running past the data included;
 * the RSS hash input and the Toeplitz hash match the straightforward versions;
 * PcapWriter's gathered writes survive short writes byte for byte.
 
@@ -29,7 +31,7 @@ import pytest
 
 import framebuild as F
 from grotool import scenarios as S
-from grotool.engine import Settings, csum, napi, rss, simulate, tcp
+from grotool.engine import Settings, csum, napi, rss, simulate, skb, tcp
 from grotool.io.capture import PcapWriter, read_capture
 
 BASE_TS = 1_700_000_000 * 10**9
@@ -151,6 +153,25 @@ def test_word32_and_same_bytes_read_what_slicing_reads():
         assert tcp.same_bytes(a, at, b, at + 3, n) is (a[at:at + n] == b[at + 3:at + 3 + n])
     assert tcp.word32(b"\xff" * 4, 0) == 0xFFFFFFFF
     assert tcp.same_bytes(b"abc", 1, b"xbc", 1, 2) is True and tcp.same_bytes(b"abc", 0, b"xbc", 0, 3) is False
+
+
+def test_extended_key_is_the_concatenated_slices():
+    rng = random.Random(8)
+    for _ in range(3000):
+        data = rng.randbytes(rng.randrange(0, 90))
+        key = rng.randbytes(rng.randrange(0, 40))
+        # offsets and lengths inside, at the edge of and past the data
+        at, n = rng.randrange(0, 100), rng.randrange(0, 20)
+        if rng.random() < 0.5:
+            at2, n2 = rng.randrange(0, 100), rng.randrange(0, 20)
+            got = skb.extended_key(key, data, at, n, at2, n2)
+            assert got == key + data[at:at + n] + data[at2:at2 + n2], (len(data), at, n, at2, n2)
+        else:
+            got = skb.extended_key(key, data, at, n)
+            assert got == key + data[at:at + n], (len(data), at, n)
+        assert type(got) is bytes
+    assert skb.extended_key(b"k", b"abcdef", 2, 2, 0, 1) == b"kcda"
+    assert skb.extended_key(b"", b"", 0, 0) == b""
 
 
 # ------------------------------------------------------------------------------------------

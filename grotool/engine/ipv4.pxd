@@ -1,11 +1,10 @@
 # Cython declarations for ipv4.py (compiled build only): see tcp.pxd.
 cimport cython
-from grotool.engine.skb cimport Skb
+from grotool.engine.skb cimport Skb, extended_key
 from grotool.engine.csum cimport ip_header_ok, replace16
 from grotool.engine.tcp cimport tcp4_gro_complete, tcp4_gro_receive
 
 cdef list INET_OFFLOADS
-cdef tuple PROTOCOL_BYTES
 cdef int GRO_RECURSION_LIMIT
 cdef int IP_DF, IP_MF, IP_OFFSET, IP_RESERVED, _MF_OR_OFFSET
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from .csum import ip_header_ok, replace16
 from .offloads import GRO_RECURSION_LIMIT, INET_OFFLOADS
+from .skb import extended_key
 from .tcp import tcp4_gro_complete, tcp4_gro_receive
 
 IP_DF = 0x4000
@@ -13,7 +14,6 @@ IP_MF = 0x2000
 IP_OFFSET = 0x1FFF
 IP_RESERVED = 0x8000
 _MF_OR_OFFSET = IP_MF | IP_OFFSET
-PROTOCOL_BYTES = tuple(bytes((proto,)) for proto in range(256))   # the protocol byte, without a slice
 
 
 def inet_gro_receive(bucket, skb, gro):
@@ -52,7 +52,7 @@ def inet_gro_receive(bucket, skb, gro):
         elif frag_off & IP_RESERVED:
             skb.flush = "ip_reserved_flag"
     # same flow: saddr, daddr, protocol
-    skb.key = b"".join((skb.key, raw[off + 12:off + 20], PROTOCOL_BYTES[proto]))
+    skb.key = extended_key(skb.key, data, off + 12, 8, off + 9, 1)
     mark = skb.encap_mark
     if not mark:
         skb.outer_family = 4

@@ -3,6 +3,9 @@
 # C integers (bounded by the frame and aggregate sizes); timestamps, jiffies,
 # the flush reason and the checksum sum stay Python objects.  No rule lives here.
 cimport cython
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from libc.string cimport memcpy
+
 cdef class Skb:
     cdef public bytes data
     cdef public object ts
@@ -80,6 +83,8 @@ cpdef Delivery new_super_packet(object ts, bytearray header, bytes first, list m
                                 str reason, tuple indices, bytes key, Py_ssize_t gso_size, tuple gso_type,
                                 Py_ssize_t payload, Py_ssize_t queue, Py_ssize_t poll, str layer,
                                 Py_ssize_t l2_len, Py_ssize_t header_len, tuple merged_lens, bint fraglist)
+@cython.locals(size=Py_ssize_t, k=Py_ssize_t, out=bytes, dst=cython.p_uchar, src=cython.p_uchar)
+cpdef bytes extended_key(bytes key, bytes data, Py_ssize_t at, Py_ssize_t n, Py_ssize_t at2=*, Py_ssize_t n2=*)
 @cython.locals(header=bytearray, first=bytes, merged_frames=list, raw=cython.p_uchar, parts=list, i=Py_ssize_t,
                frame=bytes, n=Py_ssize_t)
 cpdef bytes _join_pieces(tuple pieces, Py_ssize_t header_len, tuple merged_lens)

@@ -7,7 +7,12 @@ kernel): holding a packet just gives it the aggregate fields.
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, Optional, Tuple
+
+if TYPE_CHECKING:
+    import cython        # read by the Cython compiler only (see _interpreted.py)
+else:
+    from ._interpreted import cython
 
 from .layout import shape
 
@@ -237,6 +242,27 @@ def new_super_packet(ts, header, first, merged_frames, segs, reason, indices, ke
     delivery._pieces = (header, first, merged_frames)
     delivery.frame_len = len(header) + payload     # the header may have grown (an IPv6 jumbo option)
     return delivery
+
+
+def extended_key(key, data, at, n, at2=0, n2=0):
+    """key + data[at:at + n] + data[at2:at2 + n2]: a layer's compared header
+    bytes appended to the flow identity (skb.key).  The compiled build copies
+    them into one new string instead of joining slices; ranges not wholly in
+    data take the slicing path, so both builds give the same bytes."""
+    if cython.compiled:
+        size = len(data)
+        if 0 <= at and 0 <= n and at + n <= size and 0 <= at2 and 0 <= n2 and at2 + n2 <= size:
+            k = len(key)
+            out = PyBytes_FromStringAndSize(cython.NULL, k + n + n2)
+            dst = out
+            memcpy(dst, cython.cast(cython.p_uchar, key), k)
+            src = data
+            memcpy(dst + k, src + at, n)
+            memcpy(dst + k + n, src + at2, n2)
+            return out
+    if n2:
+        return b"".join((key, data[at:at + n], data[at2:at2 + n2]))
+    return key + data[at:at + n]
 
 
 def _join_pieces(pieces, header_len, merged_lens) -> bytes:

@@ -2,7 +2,7 @@
 # GRO core a GroNode, offsets and header words C integers, so fields and bytes
 # are read as C values instead of Python objects.  No rule lives here.
 cimport cython
-from grotool.engine.skb cimport Skb
+from grotool.engine.skb cimport Skb, extended_key
 from grotool.engine.gro cimport Bucket, GroNode
 from grotool.engine.network cimport inet_gro_flush, ipv6_gro_flush, network_flush
 from grotool.engine.csum cimport seed

@@ -14,6 +14,7 @@ else:
 from . import csum
 from .csum import seed
 from .network import inet_gro_flush, ipv6_gro_flush, network_flush
+from .skb import extended_key
 
 # tcp_flag_word() bits: data offset, reserved/AE, flags, window
 TCP_FLAG_CWR = 0x00800000
@@ -233,7 +234,7 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
     off = skb.off
     flags = word32(data, off + 12)
     # tcp_gro_lookup: the port pair completes the flow identity
-    key = skb.key + raw[off:off + 4]
+    key = extended_key(skb.key, data, off, 4)
     skb.key = key
     skb.l4_off = off
     skb.off = end = off + thlen

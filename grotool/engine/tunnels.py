@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from . import csum, ipv4, ipv6
 from .offloads import enter_layer, packet_offload
+from .skb import extended_key
 from .tcp import checksum_verified
 
 
@@ -81,7 +82,7 @@ def gre_gro_receive(bucket, skb, gro):
         gro.stats.csum_verified += 1
         checksum_verified(skb)
     # same tunnel: flags + protocol, and the key when present (the checksum is not compared)
-    skb.key += data[off:off + 4] + (data[off + 4:off + 8] if flags & GRE_KEY else b"")
+    skb.key = extended_key(skb.key, data, off, 4, off + 4, 4 if flags & GRE_KEY else 0)
     skb.off = off + hlen
     if not enter_layer(skb):
         return None
@@ -109,7 +110,7 @@ def vxlan_gro_receive(bucket, skb, gro):
     if len(data) < off + 8:
         skb.flush = skb.flush or "tunnel_hdr_bad"
         return None
-    skb.key += data[off:off + 8]
+    skb.key = extended_key(skb.key, data, off, 8)
     skb.off = off + 8
     if not enter_layer(skb):
         return None
@@ -142,7 +143,7 @@ def geneve_gro_receive(bucket, skb, gro):
         skb.flush = skb.flush or "tunnel_hdr_bad"
         return None
     inner = (data[off + 2] << 8) | data[off + 3]
-    skb.key += data[off:off + hlen]
+    skb.key = extended_key(skb.key, data, off, hlen)
     skb.off = off + hlen
     if inner == ETH_P_TEB:
         if not enter_layer(skb):
@@ -176,7 +177,7 @@ def eth_gro_receive(bucket, skb, gro):
         skb.flush = skb.flush or "tunnel_hdr_bad"
         return None
     ethertype = (data[off + 12] << 8) | data[off + 13]
-    skb.key += data[off:off + 14]
+    skb.key = extended_key(skb.key, data, off, 14)
     entry = packet_offload(gro.packet_offloads, ethertype)
     if entry is None:
         skb.flush = skb.flush or "no_l2_handler"

@@ -16,6 +16,7 @@ from . import csum
 from .hoststate import GENEVE_SOCKET, UDP_GRO_SOCKET, VXLAN_SOCKET
 from .network import gro_receive_network_flush
 from .offloads import enter_layer
+from .skb import extended_key
 from .tunnels import geneve_gro_complete, geneve_gro_receive, vxlan_gro_complete, vxlan_gro_receive
 from .tcp import checksum_verified, full_l4_checksum, pseudo4, pseudo6, validate_l4
 
@@ -79,7 +80,7 @@ def udp_gro_receive(bucket, skb, gro, sk, check, unverified):
             skb.flush = "udp_no_gro_path"
         # nothing is compared, but the socket lookup read the port pair: with it
         # the delivery carries a full flow identity (statistics name the flow once)
-        skb.key += data[off:off + 4]
+        skb.key = extended_key(skb.key, data, off, 4)
         skb.l4_off = off
         skb.off = off + 8
         return None
@@ -116,7 +117,7 @@ def udp_gro_receive_segment(bucket, skb, gro, check):
     if ulen <= 8 or ulen != len(data) - off:
         skb.flush = skb.flush or "udp_bad_len"
         return None
-    key = skb.key + data[off:off + 4]        # the port pair completes the flow identity
+    key = extended_key(skb.key, data, off, 4)        # the port pair completes the flow identity
     skb.key = key
     skb.l4_off = off
     skb.off = off + 8
