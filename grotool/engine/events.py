@@ -139,7 +139,7 @@ class EventRecorder:
             if skb.same_flow:
                 outcome = "merged"
                 if compared is None:
-                    compared = gro.buckets[bucket].by_key.get(skb.key)
+                    compared = gro.buckets[bucket].find(skb.hash, skb.key)
                 reason = compared.flush if compared is not None and compared.flush and \
                     any(p is compared for p, _ in completed) else None
                 held_segs = compared.count - skb.count if compared is not None else 0
@@ -147,7 +147,7 @@ class EventRecorder:
                 outcome = "sent_up" if sent is not None else "held"
                 reason = sent if sent is not None else (compared.flush if compared is not None else None)
                 if compared is None and sent == "udp_flist_csum_state":
-                    compared = gro.buckets[bucket].by_key.get(skb.key)   # it stays held
+                    compared = gro.buckets[bucket].find(skb.hash, skb.key)   # it stays held
                 held_segs = compared.count if compared is not None else 0
             done = next((e for p, e in completed if p is compared and e.reason == reason), None)
             if done is not None and outcome != "sent_up":

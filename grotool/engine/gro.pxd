@@ -11,7 +11,8 @@ from grotool.engine.offloads cimport packet_offload
 
 cdef class Bucket:
     cdef public list held
-    cdef public dict by_key
+    @cython.locals(p=Skb)
+    cpdef Skb find(self, long long hash_, bytes key)
     cpdef remove(self, Skb p)
 
 cdef class GroNode:

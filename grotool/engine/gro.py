@@ -18,25 +18,29 @@ from .offloads import PACKET_OFFLOADS, packet_offload
 
 
 class Bucket:
-    """One gro_list: held packets, oldest first, plus an index by flow identity.
+    """One gro_list: held packets, oldest first."""
 
-    The kernel walks the list and lets each layer clear same_flow; the result is
-    "every compared header byte is equal", so an exact-match index on the
-    concatenated compared bytes (skb.key) finds the same packet.  At most one
-    held packet per identity exists, because a matching arrival either merges
-    into it or completes it.
-    """
-
-    __slots__ = ("held", "by_key")
+    __slots__ = ("held",)
 
     def __init__(self) -> None:
         self.held: List[Skb] = []
-        self.by_key: dict = {}
+
+    def find(self, hash_: int, key: bytes) -> Optional[Skb]:
+        """The held packet of the arriving packet's flow, or None.
+
+        gro_list_prepare compares the hash first, then each layer clears
+        same_flow on a header difference; "every compared header byte is
+        equal" is the concatenated compared bytes (skb.key) being equal.  At
+        most one held packet per identity exists, because a matching arrival
+        either merges into it or completes it.
+        """
+        for p in self.held:
+            if p.hash == hash_ and p.key == key:
+                return p
+        return None
 
     def remove(self, p: Skb) -> None:
         self.held.remove(p)
-        if self.by_key.get(p.key) is p:
-            del self.by_key[p.key]
 
 
 class GroNode:
@@ -118,7 +122,6 @@ class GroNode:
         if not self.rx_gro_list:
             skb.is_flist = 0                         # only rx-gro-list decides per packet
         bucket.held.append(skb)
-        bucket.by_key[skb.key] = skb
         self.held_count += 1
 
     def merge_allowed_size(self, p: Skb, skb: Skb, length: int) -> Optional[str]:

@@ -240,7 +240,7 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
     skb.off = end = off + thlen
     length = len(data) - end
     mss = 1
-    p = bucket.by_key.get(key)
+    p = bucket.find(skb.hash, key)
     if gro.rx_gro_list:
         # tcp4/6_check_fraglist_gro: a held packet passes its mode on; otherwise
         # fraglist GRO is for flows no local established socket terminates

@@ -121,7 +121,7 @@ def udp_gro_receive_segment(bucket, skb, gro, check):
     skb.key = key
     skb.l4_off = off
     skb.off = off + 8
-    p = bucket.by_key.get(key)
+    p = bucket.find(skb.hash, key)
     if p is None:
         return None
     if skb.is_flist != p.is_flist:
