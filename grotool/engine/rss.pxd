@@ -18,8 +18,8 @@ cdef class Toeplitz:
     @cython.locals(nbits=Py_ssize_t, shift=Py_ssize_t, i=Py_ssize_t)
     cpdef hash(self, bytes tuple_bytes)
     @cython.locals(first=Py_ssize_t, first_len=Py_ssize_t, second=Py_ssize_t, second_len=Py_ssize_t,
-                   flat="const unsigned char *", raw="const unsigned char *", result=cython.uint, pos=Py_ssize_t,
-                   byte=Py_ssize_t, at=Py_ssize_t, top=cython.uint)
+                   flat="const unsigned char *", words="const unsigned int *", raw="const unsigned char *",
+                   result=cython.uint, pos=Py_ssize_t)
     cpdef unsigned int flow_hash(self, bytes data, Py_ssize_t off, int protocol)
     @cython.locals(pos=Py_ssize_t, j=int, tables=list, row=list)
     cpdef list _tables(self, Py_ssize_t nbytes)

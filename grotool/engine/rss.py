@@ -32,7 +32,7 @@ class Toeplitz:
         self.cache: Dict[bytes, int] = {}   # input -> hash of the inputs seen (read-only for callers)
         self._misses = 0
         # the compiled build hashes every frame through the tables, kept as one byte
-        # string of big-endian words (a table per input byte the key has windows
+        # string of native 32-bit words (a table per input byte the key has windows
         # for) and read in place; the interpreter is faster with the cache of
         # hashes by input
         self._flat = b""
@@ -40,7 +40,7 @@ class Toeplitz:
         if cython.compiled:
             self._flat_bytes = min(MAX_INPUT_BYTES, max(0, (self._bits - 32 - 7) // 8 + 1))
             entries = [entry for row in self._tables(self._flat_bytes) for entry in row]
-            self._flat = pack(f">{len(entries)}I", *entries)
+            self._flat = pack(f"={len(entries)}I", *entries)
 
     def hash(self, tuple_bytes: bytes) -> int:
         cached = self.cache.get(tuple_bytes)
@@ -72,14 +72,14 @@ class Toeplitz:
             if not first_len:
                 return 0
             if first_len + second_len <= self._flat_bytes:
-                flat = self._flat      # read in place: the word of (input position, byte) at 4 * (256 * position + byte)
+                flat = self._flat      # read in place as words: (input position, byte) at 256 * position + byte
+                words = cython.cast(cython.p_uint, flat)
                 raw = data
                 result = 0
-                for pos in range(first_len + second_len):
-                    byte = raw[first + pos] if pos < first_len else raw[second + pos - first_len]
-                    at = ((pos << 8) | byte) << 2
-                    top = flat[at]
-                    result ^= (top << 24) | (flat[at + 1] << 16) | (flat[at + 2] << 8) | flat[at + 3]
+                for pos in range(first_len):
+                    result ^= words[(pos << 8) | raw[first + pos]]
+                for pos in range(second_len):
+                    result ^= words[((first_len + pos) << 8) | raw[second + pos]]
                 return result
         tup = hash_input(data, off, protocol)
         if not tup:
