@@ -2,6 +2,7 @@
 # GRO core a GroNode, offsets and header words C integers, so fields and bytes
 # are read as C values instead of Python objects.  No rule lives here.
 cimport cython
+from libc.string cimport memcmp
 from grotool.engine.skb cimport Skb, extended_key
 from grotool.engine.gro cimport Bucket, GroNode
 from grotool.engine.network cimport inet_gro_flush, ipv6_gro_flush, network_flush
@@ -13,7 +14,7 @@ cdef long _NOT_COMPARED, _COMPARED, _FIN_PSH, _FINAL_FLAGS
 
 @cython.locals(raw=cython.p_uchar, top=long)
 cpdef long word32(bytes data, Py_ssize_t at)
-@cython.locals(k=Py_ssize_t, raw_a=cython.p_uchar, raw_b=cython.p_uchar)
+@cython.locals(raw_a=cython.p_uchar, raw_b=cython.p_uchar)
 cpdef bint same_bytes(bytes a, Py_ssize_t i, bytes b, Py_ssize_t j, Py_ssize_t n)
 @cython.locals(i=Py_ssize_t, kind=int, olen=int, n=Py_ssize_t, found=list)
 cpdef list option_offsets(bytes opts)

@@ -54,10 +54,7 @@ def same_bytes(a, i, b, j, n):
     if cython.compiled:
         raw_a = a
         raw_b = b
-        for k in range(n):
-            if raw_a[i + k] != raw_b[j + k]:
-                return False
-        return True
+        return memcmp(raw_a + i, raw_b + j, n) == 0
     return a[i:i + n] == b[j:j + n]
 
 
