@@ -299,6 +299,29 @@ def test_different_src_mac_is_a_separate_aggregate():
     assert indices(out) == [(0, 2), (1, 3)]
 
 
+def _two_segments_with_hashes(hash_a: int, hash_b: int):
+    from grotool.engine.gro import GroNode
+    from grotool.engine.link import LinkLayer
+    from grotool.engine.skb import Stats
+
+    out: list = []
+    gro = GroNode(VETH, Stats(), out.extend)
+    link = LinkLayer(1)
+    flow = Flow()
+    a, b = (link.make(flow.seg(100), BASE_TS + i, i) for i in range(2))
+    a.hash, b.hash = hash_a, hash_b
+    gro.receive(a)
+    gro.receive(b)
+    gro.flush_normal(False, "napi_complete")
+    return [(d.segs, d.indices) for d in out]
+
+
+def test_a_different_hash_is_another_flow_whatever_the_headers():
+    # gro_list_prepare compares skb->hash before any header: 1 and 9 share bucket 1
+    assert _two_segments_with_hashes(1, 1) == [(2, (0, 1))]
+    assert _two_segments_with_hashes(1, 9) == [(1, (0,)), (1, (1,))]
+
+
 def test_different_dst_mac_is_a_separate_aggregate():
     a = Flow()
     b = Flow(eth_dst="ff:ff:ff:ff:ff:ff")
