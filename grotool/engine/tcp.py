@@ -93,6 +93,68 @@ def validate_l4(gro, skb, pseudo_sum: int, field_at: int) -> bool:
     return False
 
 
+# -- --csum auto and local checksum offload ---------------------------------------
+# A sender that leaves a tunnelled packet's innermost TCP/UDP checksum to its NIC
+# (the field holds the pseudo-header seed) fills an enclosing UDP or GRE checksum
+# by local checksum offload (lco_csum in include/linux/skbuff.h, used by
+# udp_set_csum and gre_build_header): it is right for the packet as the NIC sends
+# it, with the inner checksum filled in, not for the bytes a capture shows.
+# --csum auto counts the innermost seed as filled, so it counts such an enclosing
+# checksum as valid too.
+def inner_seed_sum(data, at, etype):
+    """The packet at ``at`` (an Ethernet frame when ``etype`` is None, else an IP
+    packet of that ethertype): when its TCP/UDP checksum field holds the
+    pseudo-header seed, the sum (mod 0xFFFF) of its L4 bytes plus its
+    pseudo-header; otherwise None."""
+    n = len(data)
+    if etype is None:
+        if n < at + 14:
+            return None
+        etype = (data[at + 12] << 8) | data[at + 13]
+        at += 14
+        while etype in (0x8100, 0x88A8) and n >= at + 4:
+            etype = (data[at + 2] << 8) | data[at + 3]
+            at += 4
+    if etype == 0x0800:
+        if n < at + 20 or data[at] >> 4 != 4 or (data[at + 6] & 0x3F) or data[at + 7]:
+            return None                              # (a fragment: the NIC fills no L4 checksum)
+        l4 = at + (data[at] & 15) * 4
+        end = min(at + ((data[at + 2] << 8) | data[at + 3]), n)
+        proto = data[at + 9]
+        pseudo = pseudo4
+    elif etype == 0x86DD:
+        if n < at + 40 or data[at] >> 4 != 6:
+            return None
+        proto = data[at + 6]
+        end = min(at + 40 + ((data[at + 4] << 8) | data[at + 5]), n)
+        l4 = at + 40
+        pseudo = pseudo6
+        while proto in (0, 43, 60) and n >= l4 + 8:  # hop-by-hop, routing, destination options
+            proto, l4 = data[l4], l4 + (data[l4 + 1] + 1) * 8
+    else:
+        return None
+    field_at = l4 + 16 if proto == 6 else l4 + 6 if proto == 17 else -1
+    if field_at < 0 or end < field_at + 2 or (l4 - at) & 1:
+        return None
+    ps = pseudo(data, at, end - l4, proto)
+    folded = (ps & 0xFFFF) + (ps >> 16)
+    folded = (folded & 0xFFFF) + (folded >> 16)
+    if (data[field_at] << 8) | data[field_at + 1] != folded:
+        return None
+    return (ps + csum.sum16(memoryview(data)[l4:end])) % 0xFFFF
+
+
+def lco_valid(data, start, total, at, etype):
+    """--csum auto: an enclosing checksum covering ``start`` onwards, whose covered
+    sum as captured (its pseudo-header included) is ``total``, is right once the
+    innermost seed at ``at`` is filled in (the fill adds minus the inner segment's
+    sum with its pseudo-header)."""
+    if (at - start) & 1:
+        return False
+    inner = inner_seed_sum(data, at, etype)
+    return inner is not None and (total - inner) % 0xFFFF == 0
+
+
 def checksum_verified(skb) -> None:
     """__skb_incr_checksum_unnecessary after a checksum GRO verified: NONE
     becomes UNNECESSARY, then each further one raises csum_level (at most 3).

@@ -8,7 +8,7 @@ from __future__ import annotations
 from . import csum, ipv4, ipv6
 from .offloads import enter_layer, packet_offload
 from .skb import extended_key
-from .tcp import checksum_verified
+from .tcp import checksum_verified, lco_valid
 
 
 def _enter(skb) -> bool:
@@ -75,11 +75,16 @@ def gre_gro_receive(bucket, skb, gro):
         return None
     if flags & GRE_CSUM and skb.flush is None and gro.verify_l4:
         # skb_gro_checksum_simple_validate: GRE header and everything after it
-        if csum.sum16(memoryview(data)[off:]):
+        total = csum.sum16(memoryview(data)[off:])
+        if total and not (gro.csum_auto and lco_valid(data, off, total, off + hlen,
+                                                        None if inner == ETH_P_TEB else inner)):
             gro.stats.csum_bad += 1
             skb.flush = "gre_csum_bad"
             return None
-        gro.stats.csum_verified += 1
+        if total:
+            gro.stats.csum_offloaded += 1    # filled by local checksum offload over an inner seed
+        else:
+            gro.stats.csum_verified += 1
         checksum_verified(skb)
     # same tunnel: flags + protocol, and the key when present (the checksum is not compared)
     skb.key = extended_key(skb.key, data, off, 4, off + 4, 4 if flags & GRE_KEY else 0)

@@ -18,7 +18,7 @@ from .network import gro_receive_network_flush
 from .offloads import enter_layer
 from .skb import extended_key
 from .tunnels import geneve_gro_complete, geneve_gro_receive, vxlan_gro_complete, vxlan_gro_receive
-from .tcp import checksum_verified, full_l4_checksum, pseudo4, pseudo6, validate_l4
+from .tcp import checksum_verified, full_l4_checksum, lco_valid, pseudo4, pseudo6, validate_l4
 
 UDP_GRO_CNT_MAX = 64                 # udp_offload.c
 _u16 = Struct("!H").unpack_from
@@ -40,14 +40,34 @@ def _receive(bucket, skb, gro, pseudo):
             if check:
                 ps = pseudo(data, skb.network_offsets[skb.encap_mark], len(data) - off, 17)
                 if not validate_l4(gro, skb, ps, off + 6):
-                    skb.flush = "udp_csum_bad"
-                    return None
+                    if not (gro.csum_auto and _tunnel_lco(gro, skb, data, off, ps)):
+                        skb.flush = "udp_csum_bad"
+                        return None
+                    gro.stats.csum_bad -= 1
+                    gro.stats.csum_offloaded += 1
             checksum_verified(skb)
         elif check:
             unverified = True        # a packet that will be flushed anyway is not verified
     # udp4/6_gro_lookup_skb, only while udp_encap_needed_key is on
     sk = gro.host.udp_socket((data[off + 2] << 8) | data[off + 3])
     return udp_gro_receive(bucket, skb, gro, sk, check, unverified)
+
+
+def _tunnel_lco(gro, skb, data, off, ps):
+    """--csum auto: the outer checksum of a VXLAN or GENEVE packet filled by local
+    checksum offload over an inner seed (tcp.lco_valid)."""
+    if skb.encap_mark:
+        return False
+    sk = gro.host.udp_socket((data[off + 2] << 8) | data[off + 3])
+    if sk is VXLAN_SOCKET:
+        at, etype = off + 16, None
+    elif sk is GENEVE_SOCKET and len(data) >= off + 16:
+        at = off + 16 + (data[off + 8] & 0x3F) * 4
+        etype = (data[off + 10] << 8) | data[off + 11]
+        etype = None if etype == 0x6558 else etype
+    else:
+        return False
+    return lco_valid(data, off, ps + csum.sum16(memoryview(data)[off:]), at, etype)
 
 
 def udp4_gro_receive(bucket, skb, gro):
