@@ -31,8 +31,8 @@ class Bucket:
         gro_list_prepare compares the hash first, then each layer clears
         same_flow on a header difference; "every compared header byte is
         equal" is the concatenated compared bytes (skb.key) being equal.  At
-        most one held packet per identity exists, because a matching arrival
-        either merges into it or completes it.
+        most one held packet per hash and key exists, because a matching
+        arrival either merges into it or completes it.
         """
         for p in self.held:
             if p.hash == hash_ and p.key == key:

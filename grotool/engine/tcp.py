@@ -137,9 +137,7 @@ def inner_seed_sum(data, at, etype):
     if field_at < 0 or end < field_at + 2 or (l4 - at) & 1:
         return None
     ps = pseudo(data, at, end - l4, proto)
-    folded = (ps & 0xFFFF) + (ps >> 16)
-    folded = (folded & 0xFFFF) + (folded >> 16)
-    if (data[field_at] << 8) | data[field_at + 1] != folded:
+    if (data[field_at] << 8) | data[field_at + 1] != seed(ps):
         return None
     return (ps + csum.sum16(memoryview(data)[l4:end])) % 0xFFFF
 

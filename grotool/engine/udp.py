@@ -17,7 +17,7 @@ from .hoststate import GENEVE_SOCKET, UDP_GRO_SOCKET, VXLAN_SOCKET
 from .network import gro_receive_network_flush
 from .offloads import enter_layer
 from .skb import extended_key
-from .tunnels import geneve_gro_complete, geneve_gro_receive, vxlan_gro_complete, vxlan_gro_receive
+from .tunnels import ETH_P_TEB, geneve_gro_complete, geneve_gro_receive, vxlan_gro_complete, vxlan_gro_receive
 from .tcp import checksum_verified, full_l4_checksum, lco_valid, pseudo4, pseudo6, validate_l4
 
 UDP_GRO_CNT_MAX = 64                 # udp_offload.c
@@ -64,7 +64,7 @@ def _tunnel_lco(gro, skb, data, off, ps):
     elif sk is GENEVE_SOCKET and len(data) >= off + 16:
         at = off + 16 + (data[off + 8] & 0x3F) * 4
         etype = (data[off + 10] << 8) | data[off + 11]
-        etype = None if etype == 0x6558 else etype
+        etype = None if etype == ETH_P_TEB else etype
     else:
         return False
     return lco_valid(data, off, ps + csum.sum16(memoryview(data)[off:]), at, etype)
