@@ -33,6 +33,7 @@ import argparse
 import compileall
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -117,13 +118,35 @@ print((time.perf_counter() - start) / n)
     return float(out.stdout.strip().splitlines()[-1])
 
 
+BARE_PYTHON = re.compile(r"python(3(\.\d+)?)?")
+
+
+def direct_interpreter(word: str, cache: dict) -> str:
+    """``word`` itself, or this benchmark's own interpreter when ``word`` is a
+    bare ``python``/``python3`` that starts that same interpreter.  Such a name
+    may be a wrapper script (a pyenv shim costs 60-70 ms at every start), which
+    the floor and tshark do not pay: run the interpreter directly instead."""
+    if not BARE_PYTHON.fullmatch(word):
+        return word
+    if word not in cache:
+        try:
+            said = subprocess.run([word, "-c", "import sys; print(sys.executable)"], capture_output=True,
+                                  text=True, timeout=60).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            said = ""
+        same = bool(said) and os.path.realpath(said) == os.path.realpath(sys.executable)
+        cache[word] = sys.executable if same else word
+    return cache[word]
+
+
 def parse_builds(args) -> list:
     builds = []
+    resolved: dict = {}
     for spec in args.build:
         label, sep, command = spec.partition("=")
         if not sep or not label or not command.strip():
             raise SystemExit(f"--build {spec!r}: expected LABEL=COMMAND")
-        builds.append((label, shlex.split(command)))
+        builds.append((label, [direct_interpreter(word, resolved) for word in shlex.split(command)]))
     if not builds:
         python = args.python or os.environ.get("GROTOOL_BENCH_PYTHON") or sys.executable
         builds.append(("grotool", [python, "-m", "grotool"]))
@@ -189,6 +212,19 @@ def run_one(kind: str, packets: int, builds, tmp: str, args) -> dict:
     for name in os.listdir(tmp):
         os.unlink(os.path.join(tmp, name))
     return entry
+
+
+def measure_startup(builds, tmp: str, repeat: int) -> dict:
+    """Per build, the median of ``repeat`` statistics-only replays of a
+    one-packet capture: what every row of that build pays before its first packet."""
+    cap = os.path.join(tmp, "one-packet.pcap")
+    bench_inputs.write_input("bulk", cap, 1)
+    runs = {label: [] for label, _ in builds}
+    for _ in range(repeat):
+        for label, cmd in builds:
+            runs[label].append(measure(f"{label} start-up", 1, cmd + REPLAY_OPTIONS + [cap], cwd=ROOT))
+    os.unlink(cap)
+    return {label: median_row(rows, 1) for label, rows in runs.items()}
 
 
 def print_table(results: list) -> None:
@@ -261,6 +297,10 @@ def main() -> None:
     results = []
     tmp = tempfile.mkdtemp(prefix="grotool-bench-")
     try:
+        startup = measure_startup(builds, tmp, args.repeat)
+        for label, row in startup.items():
+            print(f"build {label}: start-up (statistics only of a one-packet capture): {row['seconds']:.3f} s, "
+                  f"peak RSS {row['peak_rss_mib']:.0f} MiB")
         for packets in sizes:
             for kind in kinds:
                 entry = run_one(kind, packets, builds, tmp, args)
@@ -274,7 +314,8 @@ def main() -> None:
         print(line)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({"builds": {label: {"command": cmd, "version": versions[label]}
+        Path(args.json).write_text(json.dumps({"builds": {label: {"command": cmd, "version": versions[label],
+                                                                  "startup": startup[label]}
                                                           for label, cmd in builds},
                                                "results": results, "rss_growth": growth}, indent=2) + "\n")
 

@@ -44,8 +44,12 @@ def test_quick_benchmark_runs_every_measurement(tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / "bench" / "bench.py"), "--sizes", "400", "--scapy-packets", "50",
                         "--json", str(out)], capture_output=True, text=True, cwd=tmp_path, timeout=600)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("build grotool: ") and "grotool, version" in r.stdout.splitlines()[0]
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("build grotool: ") and "grotool, version" in lines[0]
+    assert lines[1].startswith("build grotool: start-up (statistics only of a one-packet capture): ")
     doc = json.loads(out.read_text())
+    startup = doc["builds"]["grotool"]["startup"]
+    assert startup["what"] == "grotool start-up" and len(startup["runs"]) == 3 and startup["seconds"] > 0
     assert [(e["input"], e["packets"]) for e in doc["results"]] == [("bulk", 400), ("mix", 400), ("real", 400)]
     whats = [row["what"] for row in doc["results"][0]["rows"]]
     tshark = ["tshark -q -z conv,tcp"] if shutil.which("tshark") else []
@@ -57,3 +61,35 @@ def test_quick_benchmark_runs_every_measurement(tmp_path):
         # grotool and the floor ran three times each (the default --repeat), the median counted
         for row in entry["rows"][:3]:
             assert len(row["runs"]) == 3 and row["seconds"] == sorted(row["runs"])[1], row
+
+
+def _load_bench():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("grotool_bench", ROOT / "bench" / "bench.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bare_python_in_a_build_runs_the_same_interpreter_directly(tmp_path, monkeypatch):
+    bench = _load_bench()
+    # a wrapper script like a pyenv shim: the same interpreter, started through bash
+    shim = tmp_path / "python3"
+    shim.write_text(f"#!/bin/bash\nexec {sys.executable} \"$@\"\n")
+    shim.chmod(0o755)
+    # a wrapper for some other interpreter: kept as given
+    other = tmp_path / "python"
+    other.write_text("#!/bin/bash\necho /opt/other/bin/python\n")
+    other.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+
+    class Args:
+        build = ["a=python3 -m grotool", "b=env GROTOOL_PURE=1 python3 -m grotool", "c=python -m grotool",
+                 "d=/usr/bin/python3 -m grotool", "e=python3x -m grotool"]
+    assert bench.parse_builds(Args) == [
+        ("a", [sys.executable, "-m", "grotool"]),
+        ("b", ["env", "GROTOOL_PURE=1", sys.executable, "-m", "grotool"]),
+        ("c", ["python", "-m", "grotool"]),
+        ("d", ["/usr/bin/python3", "-m", "grotool"]),
+        ("e", ["python3x", "-m", "grotool"]),
+    ]
