@@ -205,9 +205,10 @@ def _feed_records(records, engine, fix, collector, after, writer, interface, ver
         last_ts = ts
         if verifier is not None:
             verifier.add_input(data)
-        out = engine.feed(ts, data, wirelen, ifid)
+        out = engine.receive(ts, data, wirelen, ifid)
         if out:
             _deliver(out, fix, collector, after, writer)
+            out.clear()
         data = records.next_data()
     return first_ts, last_ts, over_mtu, first_over_mtu
 

@@ -123,9 +123,10 @@ def _measure(task: SweepTask) -> dict:
                 data = data[:-fcs]
                 wirelen -= fcs
             arrivals.append(ts)
-            out = engine.feed(ts, data, wirelen, ifid)
+            out = engine.receive(ts, data, wirelen, ifid)
             if out:
                 take(out)
+                out.clear()
         take(engine.finish())
         truncation = reader.truncation
 

@@ -15,5 +15,7 @@ cdef class Engine:
     cdef public Py_ssize_t _index
     cdef public int linktype
     cdef public dict _others, interface_linktypes
-    @cython.locals(index=Py_ssize_t, out=list, result=list)
+    @cython.locals(out=list, result=list)
     cpdef list feed(self, ts, data, Py_ssize_t wirelen=*, Py_ssize_t interface=*)
+    @cython.locals(index=Py_ssize_t, out=list)
+    cpdef list receive(self, ts, data, Py_ssize_t wirelen=*, Py_ssize_t interface=*)

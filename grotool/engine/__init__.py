@@ -89,6 +89,17 @@ class Engine:
 
     def feed(self, ts: int, data: bytes, wirelen: int = -1, interface: int = 0) -> List[Delivery]:
         """Receive one captured frame; returns the deliveries it caused (often none)."""
+        out = self.receive(ts, data, wirelen, interface)
+        if not out:
+            return []
+        result = out[:]                 # drain(), inlined
+        out.clear()
+        return result
+
+    def receive(self, ts: int, data: bytes, wirelen: int = -1, interface: int = 0) -> List[Delivery]:
+        """feed() without the copy, for per-frame loops: returns the engine's own
+        list of deliveries not yet taken (often empty).  The caller takes them
+        and clears the list before feeding the next frame."""
         index = self._index
         self._index = index + 1
         self.stats.frames = index + 1       # frames fed so far
@@ -117,11 +128,7 @@ class Engine:
             self._veth.feed(self._link.make(data, ts, index))
         else:
             self._device_feed((ts, data, index))
-        if not out:
-            return []
-        result = out[:]                 # drain(), inlined
-        out.clear()
-        return result
+        return out
 
     def _devices(self):
         yield self.device
