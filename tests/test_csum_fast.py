@@ -13,7 +13,7 @@
 * the pseudo-header sums tcp.py uses reduce and fold like csum.pseudo4/pseudo6;
 * the byte readers whose compiled and interpreted bodies differ (csum.ip_header_ok,
   tcp.word32, tcp.same_bytes) give the straightforward answers, at every offset;
-* skb.extended_key (the compiled build copies ranges into one new string) gives
+* skb.extend_key (the compiled build copies ranges into one new string) gives
   exactly the concatenated slices, ranges running past the data included;
 * the RSS hash input and the Toeplitz hash match the straightforward versions;
 * PcapWriter's gathered writes survive short writes byte for byte.
@@ -155,23 +155,43 @@ def test_word32_and_same_bytes_read_what_slicing_reads():
     assert tcp.same_bytes(b"abc", 1, b"xbc", 1, 2) is True and tcp.same_bytes(b"abc", 0, b"xbc", 0, 3) is False
 
 
-def test_extended_key_is_the_concatenated_slices():
+def _extended(key, data, head, at, n, at2=0, n2=0):
+    frame = skb.Skb(data, 0, 0, 0, key=key)
+    frame.key_from_frame = head
+    if n2 or at2:
+        skb.extend_key(frame, data, at, n, at2, n2)
+    else:
+        skb.extend_key(frame, data, at, n)
+    assert frame.key_from_frame == 0
+    return frame.key
+
+
+def test_extend_key_appends_the_concatenated_slices():
     rng = random.Random(8)
     for _ in range(3000):
         data = rng.randbytes(rng.randrange(0, 90))
         key = rng.randbytes(rng.randrange(0, 40))
-        # offsets and lengths inside, at the edge of and past the data
+        # pending link header bytes, offsets and lengths inside, at the edge of and past the data
+        head = rng.choice((0, 0, 14, 18, rng.randrange(0, 100)))
         at, n = rng.randrange(0, 100), rng.randrange(0, 20)
         if rng.random() < 0.5:
             at2, n2 = rng.randrange(0, 100), rng.randrange(0, 20)
-            got = skb.extended_key(key, data, at, n, at2, n2)
-            assert got == key + data[at:at + n] + data[at2:at2 + n2], (len(data), at, n, at2, n2)
+            got = _extended(key, data, head, at, n, at2, n2)
+            assert got == key + data[:head] + data[at:at + n] + data[at2:at2 + n2], (len(data), head, at, n, at2, n2)
         else:
-            got = skb.extended_key(key, data, at, n)
-            assert got == key + data[at:at + n], (len(data), at, n)
+            got = _extended(key, data, head, at, n)
+            assert got == key + data[:head] + data[at:at + n], (len(data), head, at, n)
         assert type(got) is bytes
-    assert skb.extended_key(b"k", b"abcdef", 2, 2, 0, 1) == b"kcda"
-    assert skb.extended_key(b"", b"", 0, 0) == b""
+    assert _extended(b"k", b"abcdef", 0, 2, 2, 0, 1) == b"kcda"
+    assert _extended(b"", b"abcdef", 3, 4, 2) == b"abcef"
+    assert _extended(b"", b"", 0, 0, 0) == b""
+
+
+def test_settled_key_takes_the_pending_link_header_once():
+    frame = skb.Skb(b"0123456789", 0, 0, 4)
+    frame.key_from_frame = 4
+    assert skb.settled_key(frame) == b"0123" and frame.key_from_frame == 0
+    assert skb.settled_key(frame) == b"0123" and frame.key == b"0123"
 
 
 # ------------------------------------------------------------------------------------------

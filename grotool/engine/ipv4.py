@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .csum import ip_header_ok, replace16
 from .offloads import GRO_RECURSION_LIMIT, INET_OFFLOADS
-from .skb import extended_key
+from .skb import extend_key
 from .tcp import tcp4_gro_complete, tcp4_gro_receive
 
 IP_DF = 0x4000
@@ -52,7 +52,7 @@ def inet_gro_receive(bucket, skb, gro):
         elif frag_off & IP_RESERVED:
             skb.flush = "ip_reserved_flag"
     # same flow: saddr, daddr, protocol
-    skb.key = extended_key(skb.key, data, off + 12, 8, off + 9, 1)
+    extend_key(skb, data, off + 12, 8, off + 9, 1)
     mark = skb.encap_mark
     if not mark:
         skb.outer_family = 4

@@ -1,6 +1,6 @@
 # Cython declarations for ipv6.py (compiled build only): see tcp.pxd.
 cimport cython
-from grotool.engine.skb cimport Skb
+from grotool.engine.skb cimport Skb, settled_key
 from grotool.engine.offloads cimport enter_layer
 from grotool.engine.tcp cimport tcp6_gro_complete, tcp6_gro_receive
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from struct import pack
 
 from .offloads import INET6_OFFLOADS, enter_layer
+from .skb import settled_key
 from .tcp import tcp6_gro_complete, tcp6_gro_receive
 
 # Extension headers registered with INET6_PROTO_GSO_EXTHDR: Hop-by-Hop (v6.9+),
@@ -49,7 +50,8 @@ def ipv6_gro_receive(bucket, skb, gro):
     skb.proto = nexthdr
     # same flow: version + flow label (traffic class excluded), addresses,
     # next header, and the bytes of any extension headers
-    skb.key = b"".join((skb.key, BYTE_VALUES[raw[off] & 0xF0], BYTE_VALUES[raw[off + 1] & 0x0F], raw[off + 2:off + 4],
+    skb.key = b"".join((settled_key(skb), BYTE_VALUES[raw[off] & 0xF0], BYTE_VALUES[raw[off + 1] & 0x0F],
+                        raw[off + 2:off + 4],
                         BYTE_VALUES[raw[off + 6]], raw[off + 8:pos]))      # addresses, then extension headers
     if pending and skb.flush is None:
         skb.flush = "ipv6_payload_len_mismatch"

@@ -6,5 +6,5 @@ cdef class LinkLayer:
     cdef public int linktype
     cdef public Py_ssize_t l2_len
     cdef public Py_ssize_t proto_at
-    @cython.locals(l2=Py_ssize_t, at=Py_ssize_t, raw="const unsigned char *")
+    @cython.locals(l2=Py_ssize_t, at=Py_ssize_t, raw="const unsigned char *", skb=Skb)
     cpdef Skb make(self, data, ts, Py_ssize_t index)

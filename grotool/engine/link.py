@@ -42,7 +42,9 @@ class LinkLayer:
         if len(data) >= l2:
             at = self.proto_at
             raw = data                  # read in place (a C pointer in the compiled build): l2 bytes are there
-            return new_skb(data, ts, index, l2, raw[at] << 8 | raw[at + 1], raw[:l2])
+            skb = new_skb(data, ts, index, l2, raw[at] << 8 | raw[at + 1], b"")
+            skb.key_from_frame = l2     # the link header is the key's start, copied with the first layer's bytes
+            return skb
         skb = new_skb(data, ts, index, l2, 0, b"")
         skb.flush = "not_ip_link"
         return skb

@@ -42,6 +42,8 @@ class Skb:
         "flush",         # None or the reason that forbids holding/merging this skb
         "proto",         # innermost L4 protocol number recorded by the IP layer
         "key",           # same-flow identity: the header bytes every layer compares
+        "key_from_frame",  # the frame's first bytes (its link header) that belong to the key
+                           # but are not copied into it yet: the first extend_key copies them
         "count",         # segments (1 for a received frame)
         "network_offsets",  # [outer, inner] L3 header offsets (from the frame start)
         "encap_mark",
@@ -91,6 +93,7 @@ def _init_skb(skb, data, ts, index, l2_len, hash_, protocol, key) -> None:
     skb.flush = None
     skb.proto = 0
     skb.key = key
+    skb.key_from_frame = 0
     skb.count = 1
     skb.network_offsets = [l2_len, l2_len]
     skb.encap_mark = 0
@@ -244,25 +247,46 @@ def new_super_packet(ts, header, first, merged_frames, segs, reason, indices, ke
     return delivery
 
 
-def extended_key(key, data, at, n, at2=0, n2=0):
-    """key + data[at:at + n] + data[at2:at2 + n2]: a layer's compared header
-    bytes appended to the flow identity (skb.key).  The compiled build copies
-    them into one new string instead of joining slices; ranges not wholly in
+def extend_key(skb, data, at, n, at2=0, n2=0) -> None:
+    """skb.key += data[at:at + n] + data[at2:at2 + n2]: a layer's compared
+    header bytes appended to the flow identity.  The link header's bytes, still
+    pending in skb.key_from_frame, go in first.  The compiled build copies the
+    ranges into one new string instead of joining slices; ranges not wholly in
     data take the slicing path, so both builds give the same bytes."""
+    head = skb.key_from_frame
+    key = skb.key
     if cython.compiled:
         size = len(data)
-        if 0 <= at and 0 <= n and at + n <= size and 0 <= at2 and 0 <= n2 and at2 + n2 <= size:
+        if (head <= size and 0 <= at and 0 <= n and at + n <= size and 0 <= at2 and 0 <= n2
+                and at2 + n2 <= size):
             k = len(key)
-            out = PyBytes_FromStringAndSize(cython.NULL, k + n + n2)
+            out = PyBytes_FromStringAndSize(cython.NULL, k + head + n + n2)
             dst = out
-            memcpy(dst, cython.cast(cython.p_uchar, key), k)
             src = data
-            memcpy(dst + k, src + at, n)
-            memcpy(dst + k + n, src + at2, n2)
-            return out
+            memcpy(dst, cython.cast(cython.p_uchar, key), k)
+            memcpy(dst + k, src, head)
+            memcpy(dst + k + head, src + at, n)
+            memcpy(dst + k + head + n, src + at2, n2)
+            skb.key = out
+            skb.key_from_frame = 0
+            return
+    if head:
+        key = key + data[:head]
+        skb.key_from_frame = 0
     if n2:
-        return b"".join((key, data[at:at + n], data[at2:at2 + n2]))
-    return key + data[at:at + n]
+        skb.key = b"".join((key, data[at:at + n], data[at2:at2 + n2]))
+    else:
+        skb.key = key + data[at:at + n]
+
+
+def settled_key(skb) -> bytes:
+    """skb.key with the link header's pending bytes (skb.key_from_frame) in it,
+    for a layer that builds its key bytes itself."""
+    head = skb.key_from_frame
+    if head:
+        skb.key = skb.key + skb.data[:head]
+        skb.key_from_frame = 0
+    return skb.key
 
 
 def _join_pieces(pieces, header_len, merged_lens) -> bytes:

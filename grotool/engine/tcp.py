@@ -14,7 +14,7 @@ else:
 from . import csum
 from .csum import seed
 from .network import inet_gro_flush, ipv6_gro_flush, network_flush
-from .skb import extended_key
+from .skb import extend_key
 
 # tcp_flag_word() bits: data offset, reserved/AE, flags, window
 TCP_FLAG_CWR = 0x00800000
@@ -291,8 +291,8 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
     off = skb.off
     flags = word32(data, off + 12)
     # tcp_gro_lookup: the port pair completes the flow identity
-    key = extended_key(skb.key, data, off, 4)
-    skb.key = key
+    extend_key(skb, data, off, 4)
+    key = skb.key
     skb.l4_off = off
     skb.off = end = off + thlen
     length = len(data) - end

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from . import csum, ipv4, ipv6
 from .offloads import enter_layer, packet_offload
-from .skb import extended_key
+from .skb import extend_key
 from .tcp import checksum_verified, lco_valid
 
 
@@ -87,7 +87,7 @@ def gre_gro_receive(bucket, skb, gro):
             gro.stats.csum_verified += 1
         checksum_verified(skb)
     # same tunnel: flags + protocol, and the key when present (the checksum is not compared)
-    skb.key = extended_key(skb.key, data, off, 4, off + 4, 4 if flags & GRE_KEY else 0)
+    extend_key(skb, data, off, 4, off + 4, 4 if flags & GRE_KEY else 0)
     skb.off = off + hlen
     if not enter_layer(skb):
         return None
@@ -115,7 +115,7 @@ def vxlan_gro_receive(bucket, skb, gro):
     if len(data) < off + 8:
         skb.flush = skb.flush or "tunnel_hdr_bad"
         return None
-    skb.key = extended_key(skb.key, data, off, 8)
+    extend_key(skb, data, off, 8)
     skb.off = off + 8
     if not enter_layer(skb):
         return None
@@ -148,7 +148,7 @@ def geneve_gro_receive(bucket, skb, gro):
         skb.flush = skb.flush or "tunnel_hdr_bad"
         return None
     inner = (data[off + 2] << 8) | data[off + 3]
-    skb.key = extended_key(skb.key, data, off, hlen)
+    extend_key(skb, data, off, hlen)
     skb.off = off + hlen
     if inner == ETH_P_TEB:
         if not enter_layer(skb):
@@ -182,7 +182,7 @@ def eth_gro_receive(bucket, skb, gro):
         skb.flush = skb.flush or "tunnel_hdr_bad"
         return None
     ethertype = (data[off + 12] << 8) | data[off + 13]
-    skb.key = extended_key(skb.key, data, off, 14)
+    extend_key(skb, data, off, 14)
     entry = packet_offload(gro.packet_offloads, ethertype)
     if entry is None:
         skb.flush = skb.flush or "no_l2_handler"

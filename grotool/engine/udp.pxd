@@ -2,7 +2,7 @@
 # are Skbs, the GRO core a GroNode, offsets and header words C integers; the
 # completions stay untyped (they run once per super-packet).  No rule lives here.
 cimport cython
-from grotool.engine.skb cimport Skb, extended_key
+from grotool.engine.skb cimport Skb, extend_key, settled_key
 from grotool.engine.gro cimport Bucket, GroNode
 from grotool.engine.network cimport gro_receive_network_flush
 from grotool.engine.offloads cimport enter_layer

@@ -16,7 +16,7 @@ from . import csum
 from .hoststate import GENEVE_SOCKET, UDP_GRO_SOCKET, VXLAN_SOCKET
 from .network import gro_receive_network_flush
 from .offloads import enter_layer
-from .skb import extended_key
+from .skb import extend_key, settled_key
 from .tunnels import ETH_P_TEB, geneve_gro_complete, geneve_gro_receive, vxlan_gro_complete, vxlan_gro_receive
 from .tcp import checksum_verified, full_l4_checksum, lco_valid, pseudo4, pseudo6, validate_l4
 
@@ -100,7 +100,7 @@ def udp_gro_receive(bucket, skb, gro, sk, check, unverified):
             skb.flush = "udp_no_gro_path"
         # nothing is compared, but the socket lookup read the port pair: with it
         # the delivery carries a full flow identity (statistics name the flow once)
-        skb.key = extended_key(skb.key, data, off, 4)
+        extend_key(skb, data, off, 4)
         skb.l4_off = off
         skb.off = off + 8
         return None
@@ -114,7 +114,7 @@ def udp_gro_receive(bucket, skb, gro, sk, check, unverified):
     off = skb.off
     data = skb.data
     # same tunnel: the port pair, and checksums both zero or both nonzero
-    skb.key += data[off:off + 4] + (b"\x00" if check else b"\x01")
+    skb.key = settled_key(skb) + data[off:off + 4] + (b"\x00" if check else b"\x01")
     skb.l4_off = off
     skb.off = off + 8
     if not enter_layer(skb):                 # call_gro_receive_sk
@@ -137,8 +137,8 @@ def udp_gro_receive_segment(bucket, skb, gro, check):
     if ulen <= 8 or ulen != len(data) - off:
         skb.flush = skb.flush or "udp_bad_len"
         return None
-    key = extended_key(skb.key, data, off, 4)        # the port pair completes the flow identity
-    skb.key = key
+    extend_key(skb, data, off, 4)        # the port pair completes the flow identity
+    key = skb.key
     skb.l4_off = off
     skb.off = off + 8
     p = bucket.find(skb.hash, key)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from . import offloads
-from .skb import extended_key
+from .skb import extend_key
 
 
 def vlan_gro_receive(bucket, skb, gro):
@@ -19,7 +19,7 @@ def vlan_gro_receive(bucket, skb, gro):
     if entry is None:
         skb.flush = skb.flush or "vlan_no_inner_handler"
         return None
-    skb.key = extended_key(skb.key, data, off, 4)
+    extend_key(skb, data, off, 4)
     skb.off = off + 4
     if not offloads.enter_layer(skb):        # call_gro_receive
         return None
