@@ -92,9 +92,70 @@ class Parsed:
 
 def dissect_frame(frame: bytes, *, vxlan_ports: Iterable[int] = NO_PORTS,
                   geneve_ports: Iterable[int] = NO_PORTS) -> Dissection:
-    """The dissection of an Ethernet frame.  UDP is looked into as VXLAN/GENEVE
-    only on the ports given: by default none, as on a host without such a device."""
-    return dissect(frame, LINKTYPE_ETHERNET, vxlan_ports=vxlan_ports, geneve_ports=geneve_ports)
+    """The dissection of an Ethernet frame as GRO reads its headers (gro_dissect).
+    UDP is looked into as VXLAN/GENEVE only on the ports given: by default none,
+    as on a host without such a device."""
+    return gro_dissect(frame, LINKTYPE_ETHERNET, vxlan_ports=vxlan_ports, geneve_ports=geneve_ports)
+
+
+_MAX_IPV6_NIBBLES = 8      # more than the IP headers dissect() walks through
+
+
+def gro_dissect(frame: bytes, linktype: int = LINKTYPE_ETHERNET, *, vxlan_ports: Iterable[int] = NO_PORTS,
+                geneve_ports: Iterable[int] = NO_PORTS) -> Dissection:
+    """dissect(), except that an IPv6 header is taken whatever its version nibble.
+
+    grotool.dissect reports an IPv6 ethertype (or IPv6 in IPv4/IPv6 protocol
+    41, GRE or GENEVE protocol 0x86DD) in front of a header whose version
+    nibble is not 6 as a problem and stops there; GRO does not look at that
+    nibble (ipv6_gro_receive takes the header on the ethertype or protocol that
+    led to it; only inet_gro_receive checks IPv4's 0x45), and neither does the
+    simulation.  The oracle must see such a frame as GRO does, so it dissects a
+    copy with each such nibble set to 6: the offsets, addresses and checksum
+    fields found are those of the frame itself (the nibble is no part of an
+    L4 pseudo-header), and callers compute every checksum over the frame's own
+    bytes, so the nibble the kernel sees is kept wherever an enclosing UDP or
+    GRE checksum covers it.  ``dissect`` itself is unchanged for users."""
+    d = dissect(frame, linktype, vxlan_ports=vxlan_ports, geneve_ports=geneve_ports)
+    if d.problem is None or d.l4_proto is not None:
+        return d
+    data = frame if type(frame) is bytes else bytes(frame)
+    for _ in range(_MAX_IPV6_NIBBLES):
+        at = _ipv6_nibble_at(data, d)
+        if at is None:
+            break
+        patched = data[:at] + bytes([0x60 | (data[at] & 0x0F)]) + data[at + 1:]
+        again = dissect(patched, linktype, vxlan_ports=vxlan_ports, geneve_ports=geneve_ports)
+        if len(again.layers) <= len(d.layers):
+            break                                   # the nibble was not what stopped it
+        data, d = patched, again
+    return d
+
+
+def _ipv6_nibble_at(data: bytes, d: Dissection) -> Optional[int]:
+    """Where dissect() stopped at an IPv6 header for its version nibble: the
+    offset of that header when the last header read announces IPv6 next and
+    the 40 bytes are there but the nibble is not 6, else None.  (gro_dissect
+    keeps a patch only when the walk then gets further.)"""
+    if d.l4_proto is not None or not d.layers:
+        return None
+    last = d.layers[-1]
+    if last.name in ("eth", "vlan"):
+        ipv6 = last.get("ethertype") == ETH_P_IPV6
+    elif last.name in ("sll", "sll2"):
+        ipv6 = last.get("protocol") == ETH_P_IPV6
+    elif last.name == "ipv4":
+        ipv6 = last.get("proto") == IPPROTO_IPV6 and not (last.get("mf") or last.get("frag_offset"))
+    elif last.name.startswith("ipv6"):
+        ipv6 = last.get("next_header") == IPPROTO_IPV6
+    elif last.name in ("gre", "geneve"):
+        ipv6 = last.get("protocol") == ETH_P_IPV6
+    else:
+        return None
+    at = last.offset + last.length
+    if not ipv6 or len(data) < at + 40 or data[at] >> 4 == 6:
+        return None
+    return at
 
 
 def _parsed(frame: bytes, d: Dissection) -> Optional[Parsed]:
@@ -208,12 +269,16 @@ def _fix_checksum(buf: bytearray, c: Checksum) -> None:
 
 
 def fix_checksums(frame: bytes, *, ip_header: bool = True, vxlan_ports: Iterable[int] = NO_PORTS,
-                  geneve_ports: Iterable[int] = NO_PORTS, linktype: int = LINKTYPE_ETHERNET) -> bytes:
+                  geneve_ports: Iterable[int] = NO_PORTS, linktype: int = LINKTYPE_ETHERNET,
+                  any_ipv6_version: bool = False) -> bytes:
     """Recompute the IPv4 header checksum(s), the innermost TCP/UDP checksum
     (when parse() finds one), and then, inside out, those of the enclosing GRE
     (C flag) and UDP tunnel headers (a zero UDP checksum stays zero).  A frame
-    of another ``linktype`` (SLL, SLL2, raw IP) is dissected as such."""
-    d = dissect(frame, linktype, vxlan_ports=vxlan_ports, geneve_ports=geneve_ports)
+    of another ``linktype`` (SLL, SLL2, raw IP) is dissected as such; with
+    ``any_ipv6_version`` as GRO reads it (gro_dissect: the oracle's injection),
+    else as grotool.dissect reports it (replay's --l4-csum full)."""
+    ports = {"vxlan_ports": vxlan_ports, "geneve_ports": geneve_ports}
+    d = gro_dissect(frame, linktype, **ports) if any_ipv6_version else dissect(frame, linktype, **ports)
     buf = bytearray(frame)
     if ip_header:
         for c in d.checksums:

@@ -45,6 +45,11 @@ go up alone:
   i.e. valid: the counterpart of ``grotool replay --csum trust``.  The bytes
   are not changed; the IPv4 header checksum is still verified.
 * ``verify``: every frame as it is.
+
+Headers are read as GRO reads them (frames.gro_dissect), not as
+grotool.dissect reports them: an IPv6 header behind ethertype 0x86DD or
+protocol 41 (or GRE/GENEVE protocol 0x86DD) is taken whatever its version
+nibble, since ipv6_gro_receive never reads it; the nibble is injected as it is.
 """
 
 from __future__ import annotations
@@ -200,13 +205,17 @@ _NO_VNET = VNET_HDR.pack(0, 0, 0, 0, 0, 0)
 def prepare_frame(frame: bytes, csum: str, vxlan_ports=()) -> Tuple[bytes, bytes]:
     """(frame to inject, virtio_net_hdr or b"") under a --csum mode.  Under trust
     csum_start is the innermost transport header (through VXLAN on ``vxlan_ports``
-    too): every checksum before it counts as valid in GRO, the outer ones included."""
+    too): every checksum before it counts as valid in GRO, the outer ones included.
+    Headers are read as GRO reads them (frames.gro_dissect): an IPv6 header
+    behind ethertype 0x86DD or protocol 41 whatever its version nibble, which
+    is injected unchanged."""
+    ports = {"vxlan_ports": vxlan_ports}
     if csum == "auto":
-        return fr.fix_seed_checksum(frame, vxlan_ports=vxlan_ports)[0], b""
+        return fr.fix_seed_checksum(frame, **ports)[0], b""
     if csum == "fix":
-        return fr.fix_checksums(frame, vxlan_ports=vxlan_ports), b""
+        return fr.fix_checksums(frame, any_ipv6_version=True, **ports), b""
     if csum == "trust":
-        p = fr.parse(frame, vxlan_ports=vxlan_ports)
+        p = fr.parse(frame, **ports)
         if p is not None and p.l4_end >= p.payload_off and not (
                 p.proto == fr.IPPROTO_UDP and fr.l4_check_field(frame, p) == 0):
             return frame, VNET_HDR.pack(VNET_F_NEEDS_CSUM, 0, 0, 0, p.l4, p.check_at - p.l4)

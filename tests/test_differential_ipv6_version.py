@@ -1,0 +1,122 @@
+"""An IPv6 header whose version nibble is not 6, against the real kernel.
+
+GRO takes an IPv6 header on the ethertype (0x86DD) or IP protocol (41) that
+leads to it and never reads its version nibble (ipv6_gro_receive; only
+inet_gro_receive checks IPv4's 0x45), and the simulation does the same.
+grotool.dissect reports such a header as a problem and stops there, so the
+oracle, which prepares frames from a dissection, used to leave them alone:
+no NEEDS_CSUM under --csum trust, no seed filled in under --csum auto.  The
+kernel then verified the checksum and sent every frame up alone while the
+simulation merged them.  The oracle now reads the headers as GRO does
+(frames.gro_dissect) and injects the nibble unchanged.
+"""
+
+import pytest
+
+import kernel_support as ks
+from grotool.dissect import dissect
+from grotool.engine import simulate
+from grotool.oracle import HostState, replay_frames
+from grotool.oracle import frames as fr
+from grotool.oracle.kernel import VNET_HDR, prepare_frame
+from test_differential_breadth import assert_identical, machine_settings
+
+N = 4
+
+
+def nibble(frame: bytes, at: int, version: int) -> bytes:
+    """The frame with the IP version nibble of the header at ``at`` set to ``version``."""
+    return frame[:at] + bytes([(version << 4) | (frame[at] & 0x0F)]) + frame[at + 1:]
+
+
+def plain_flow(version: int, check=None):
+    """N segments of one IPv6 TCP flow, version nibble ``version``."""
+    return [nibble(f, 14, version) for f in ks.tcp_flow(N, family=6, check=check)]
+
+
+def sit_flow(version: int, check=None, outer_family: int = 4, outer_version: int = None):
+    """N segments of one IPv6 TCP flow in IPv4 (sit) or IPv6 (ip6ip6), protocol 41,
+    the inner version nibble ``version`` (and the outer one ``outer_version``)."""
+    out = []
+    for i in range(N):
+        inner = nibble(ks.tcp(ks.MSS, seq=1000 + i * ks.MSS, family=6, raw=True, check=check), 0, version)
+        frame = ks.ether(ks.ip_wrap(inner, 41, family=outer_family, ip_id=i), outer_family)
+        if outer_version is not None:
+            frame = nibble(frame, 14, outer_version)
+        out.append(frame)
+    return out
+
+
+# =============================================================================
+# no privileges needed
+# =============================================================================
+def test_dissect_still_reports_the_nibble_and_the_oracle_reads_past_it():
+    frame = plain_flow(7)[0]
+    d = dissect(frame)
+    assert d.problem == "IPv6 ethertype but IP version 7" and d.l4_proto is None    # unchanged for users
+    p = fr.parse(frame)
+    good = fr.parse(ks.tcp_flow(1, family=6)[0])
+    assert p is not None and (p.l3, p.l4, p.family, p.proto, p.src, p.dst, p.sport, p.dport, p.seq, p.payload) \
+        == (good.l3, good.l4, good.family, good.proto, good.src, good.dst, good.sport, good.dport, good.seq, 1448)
+    inner = fr.parse(sit_flow(7, outer_family=6, outer_version=5)[0])
+    assert inner is not None and (inner.l3, inner.l4, len(inner.outer)) == (54, 94, 1)
+    # IPv4 is another matter: inet_gro_receive flushes anything but 0x45, and the
+    # nibble is read behind 0x86DD or protocol 41 only, not behind 0x0800
+    assert fr.parse(nibble(ks.tcp(100), 14, 5)) is None
+    assert fr.parse(ks.ether(ks.tcp(100, family=6, raw=True), 4)) is None
+
+
+def test_preparation_of_an_ipv6_header_with_another_version_nibble():
+    bad = plain_flow(7, check="bad")[0]
+    frame, vnet = prepare_frame(bad, "trust")
+    assert frame == bad and VNET_HDR.unpack(vnet) == (1, 0, 0, 0, 54, 16)
+    assert prepare_frame(plain_flow(4, check="seed")[0], "auto") == (plain_flow(4)[0], b"")
+    assert prepare_frame(bad, "fix") == (plain_flow(7)[0], b"")
+    assert prepare_frame(sit_flow(7, check="seed")[0], "auto") == (sit_flow(7)[0], b"")
+    assert prepare_frame(bad, "verify") == (bad, b"")
+
+
+# =============================================================================
+# the real kernel
+# =============================================================================
+def run(frames, csum):
+    kernel = replay_frames(frames, csum=csum, host=HostState.build(), require_reliable=True)
+    sim = list(simulate([(i, f, len(f)) for i, f in enumerate(frames)], 1, machine_settings(csum=csum)))
+    return kernel, sim
+
+
+@ks.needs_kernel
+@pytest.mark.parametrize("version", [4, 7])
+def test_trust_merges_bad_checksums_behind_any_version_nibble(version):
+    frames = plain_flow(version, check="bad")
+    kernel, sim = run(frames, "trust")
+    assert [p.covers for p in kernel] == [[0, 1, 2, 3]] and [p.segs for p in kernel] == [4]
+    assert_identical(frames, kernel, sim, f"ipv6 version {version} trust")
+
+
+@ks.needs_kernel
+@pytest.mark.parametrize("version", [4, 7])
+def test_auto_fills_seeds_behind_any_version_nibble(version):
+    frames = plain_flow(version, check="seed")
+    kernel, sim = run(frames, "auto")
+    assert [p.covers for p in kernel] == [[0, 1, 2, 3]] and [p.segs for p in kernel] == [4]
+    assert_identical(frames, kernel, sim, f"ipv6 version {version} auto")
+
+
+@ks.needs_kernel
+@pytest.mark.parametrize("csum,check", [("trust", "bad"), ("auto", "seed")])
+@pytest.mark.parametrize("outer_family,outer_version", [(4, None), (6, 6), (6, 0)])
+def test_ipv6_in_ip_behind_protocol_41(csum, check, outer_family, outer_version):
+    frames = sit_flow(7, check, outer_family, outer_version)
+    kernel, sim = run(frames, csum)
+    assert [p.covers for p in kernel] == [[0, 1, 2, 3]] and [p.segs for p in kernel] == [4]
+    assert_identical(frames, kernel, sim, f"proto 41 in IPv{outer_family} (nibble {outer_version}) {csum}")
+
+
+@ks.needs_kernel
+def test_bad_checksums_behind_another_nibble_stay_bad_under_auto():
+    """The preparation reads past the nibble but still fills in only seeds."""
+    frames = plain_flow(7, check="bad")
+    kernel, sim = run(frames, "auto")
+    assert [p.covers for p in kernel] == [[i] for i in range(N)]
+    assert_identical(frames, kernel, sim, "ipv6 version 7 bad auto")
