@@ -6,6 +6,10 @@ checksum offload (lco_csum): right for the packet with the inner checksum filled
 in, wrong for the captured bytes.  grotool kernel --csum auto fills the inner
 seed before injecting, which makes the outer checksum right, and the kernel
 merges; the simulation must count the outer checksum as valid too.
+
+A sender that leaves the outer UDP checksum to its NIC as well leaves it as
+its own pseudo-header seed: grotool kernel --csum auto fills in every seed of
+the chain, innermost first, as the simulation takes each as offloaded.
 """
 
 import struct
@@ -75,3 +79,31 @@ def test_outer_checksum_wrong_even_after_the_fill_stays_bad():
     # grotool kernel --csum auto, so only the grouping is compared)
     assert [p.covers for p in kernel] == [[0], [1], [2]]
     assert [(list(s.indices), s.reason) for s in sim] == [([i], "udp_csum_bad") for i in range(3)]
+
+
+def outer_seed(frame: bytes, family: int) -> bytes:
+    """The frame with the outer UDP checksum (IP header at 14) replaced by its
+    pseudo-header seed, every other byte kept: what a sender leaves when the
+    NIC is to fill the outer checksum."""
+    l4 = 14 + (20 if family == 4 else 40)
+    src, dst = (frame[26:30], frame[30:34]) if family == 4 else (frame[22:38], frame[38:54])
+    length = struct.unpack_from("!H", frame, l4 + 4)[0]
+    return frame[:l4 + 6] + struct.pack("!H", ks.seed_value(src, dst, 17, length)) + frame[l4 + 8:]
+
+
+@pytest.mark.parametrize("family", [4, 6])
+@pytest.mark.parametrize("inner_family", [4, 6])
+@pytest.mark.parametrize("inner", ["valid", "seed"])
+def test_vxlan_outer_checksum_holding_its_seed(family, inner_family, inner):
+    """An outer UDP checksum left as its pseudo-header seed is offloaded, as an
+    inner one is: grotool kernel --csum auto fills both in (innermost first),
+    the simulation takes both as valid, and the four frames merge in both."""
+    outer = 14 + (20 if family == 4 else 40) + 8 + 8 + 14
+    frames = []
+    for f in T.vxlan_tcp_flow(4, family=family, udp_csum=True, inner_family=inner_family):
+        if inner == "seed":
+            f = inner_seed(f, outer, inner_family)
+        frames.append(outer_seed(f, family))
+    kernel, sim = run(frames, {"vxlan_ports": (4789,)})
+    assert [p.covers for p in kernel] == [[0, 1, 2, 3]] and [p.segs for p in kernel] == [4]
+    assert_identical(frames, kernel, sim, f"vxlan outer seed {family}/{inner_family} inner {inner}")

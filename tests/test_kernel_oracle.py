@@ -93,6 +93,78 @@ def test_auto_fixes_only_seed_checksums():
     assert fr.holds_seed(ks.udp(100, check="seed")) and fr.holds_seed(ks.tcp(10, family=6, check="seed"))
 
 
+def _udp_ok(frame: bytes, l3: int = 14) -> bool:
+    """The UDP checksum after the IPv4 header at l3 verifies (independent arithmetic)."""
+    ihl = (frame[l3] & 15) * 4
+    length = struct.unpack_from("!H", frame, l3 + ihl + 4)[0]
+    udp = frame[l3 + ihl:l3 + ihl + length]
+    return ks.csum(ks.pseudo(frame[l3 + 12:l3 + 16], frame[l3 + 16:l3 + 20], 17, length) + udp) == 0
+
+
+def _with_check(frame: bytes, at: int, mode: str) -> bytes:
+    """mode: "seed" (the pseudo-header seed of the IPv4 UDP datagram whose
+    checksum field is at ``at``, IP header at 14), "bad" (one off)."""
+    if mode == "bad":
+        value = (struct.unpack_from("!H", frame, at)[0] + 1) & 0xFFFF or 1
+    else:
+        value = ks.seed_value(frame[26:30], frame[30:34], 17, struct.unpack_from("!H", frame, at - 2)[0])
+    return frame[:at] + struct.pack("!H", value) + frame[at + 2:]
+
+
+def _tunnel(port: int, header: bytes, inner_check=None) -> bytes:
+    """A UDP tunnel frame (IPv4 outer, checksum right) to ``port``: ``header``,
+    then an inner Ethernet/IPv4/TCP frame whose checksum is as ``inner_check`` says."""
+    return ks.udp(header + ks.tcp(200, check=inner_check), dport=port)
+
+
+VXLAN_HDR = bytes([8, 0, 0, 0, 0, 0, 42, 0])
+GENEVE_HDR = struct.pack("!BBHI", 0, 0, 0x6558, 42 << 8)
+OUTER_CHECK = 14 + 20 + 6                    # outer UDP checksum field
+INNER_CHECK = 14 + 20 + 8 + 8 + 14 + 20 + 16  # inner TCP checksum field behind VXLAN
+
+
+def test_auto_fills_every_seed_of_the_encapsulation_chain():
+    good = _tunnel(4789, VXLAN_HDR)
+    assert _udp_ok(good)
+    vx = {"vxlan_ports": (4789,)}
+    inner_seed = _tunnel(4789, VXLAN_HDR, "seed")
+    # the outer checksum as its seed: filled in, over the inner TCP as it is
+    assert fr.fix_seed_checksum(_with_check(good, OUTER_CHECK, "seed"), **vx) == (good, True)
+    # both seeds: the inner one first, then the outer over it
+    assert fr.fix_seed_checksum(_with_check(inner_seed, OUTER_CHECK, "seed"), **vx) == (good, True)
+    # an outer checksum right before stays right; one filled by local checksum
+    # offload (right for the frame with the inner seed filled in) becomes right
+    right = _tunnel(4789, VXLAN_HDR, "seed")
+    assert _udp_ok(right) and fr.fix_seed_checksum(right, **vx) == (good, True)
+    lco = inner_seed[:OUTER_CHECK] + good[OUTER_CHECK:OUTER_CHECK + 2] + inner_seed[OUTER_CHECK + 2:]
+    assert not _udp_ok(lco) and fr.fix_seed_checksum(lco, **vx) == (good, True)
+    # a bad outer checksum stays bad (its field untouched), a bad inner one too
+    outer_bad = _with_check(inner_seed, OUTER_CHECK, "bad")
+    fixed, changed = fr.fix_seed_checksum(outer_bad, **vx)
+    field = slice(OUTER_CHECK, OUTER_CHECK + 2)
+    assert changed and fixed[field] == outer_bad[field] and not _udp_ok(fixed)
+    assert fixed[:OUTER_CHECK] + fixed[field.stop:] == good[:OUTER_CHECK] + good[field.stop:]
+    inner_bad = _tunnel(4789, VXLAN_HDR, "bad")
+    fixed, changed = fr.fix_seed_checksum(_with_check(inner_bad, OUTER_CHECK, "seed"), **vx)
+    assert changed and fixed == inner_bad and _udp_ok(fixed) and fixed[INNER_CHECK:INNER_CHECK + 2] != \
+        good[INNER_CHECK:INNER_CHECK + 2]
+    assert fr.fix_seed_checksum(inner_bad, **vx) == (inner_bad, False)
+    # without a VXLAN port the outer UDP is the innermost: its seed is filled in as before
+    assert fr.fix_seed_checksum(_with_check(good, OUTER_CHECK, "seed")) == (good, True)
+    assert prepare_frame(_with_check(inner_seed, OUTER_CHECK, "seed"), "auto", (4789,)) == (good, b"")
+
+
+def test_auto_fills_the_seeds_behind_a_geneve_port():
+    good = _tunnel(6081, GENEVE_HDR)
+    both = _with_check(_tunnel(6081, GENEVE_HDR, "seed"), OUTER_CHECK, "seed")
+    assert prepare_frame(both, "auto", (), (6081,)) == (good, b"")
+    assert fr.fix_seed_checksum(both, geneve_ports=(6081,)) == (good, True)
+    # without the port only the outer UDP is seen, and the inner seed stays
+    assert fr.fix_seed_checksum(both)[0] == _tunnel(6081, GENEVE_HDR, "seed")
+    _, vnet = prepare_frame(both, "trust", (), (6081,))
+    assert VNET_HDR.unpack(vnet) == (1, 0, 0, 0, INNER_CHECK - 16, 16)   # csum_start: the inner TCP
+
+
 def test_trust_injects_needs_csum_vnet_header():
     frame, vnet = prepare_frame(ks.tcp(10, check="bad"), "trust")
     assert frame == ks.tcp(10, check="bad")                 # bytes untouched

@@ -231,13 +231,16 @@ def l4_checksum_ok(frame: bytes, p: Optional[Parsed] = None) -> bool:
     return (_pseudo_sum(frame, p) + ones_sum(frame[p.l4:p.l4_end])) % 0xFFFF == 0
 
 
+def _pseudo_header_sum(c: Checksum, length: int) -> int:
+    total = ones_sum(c.src) + ones_sum(c.dst) + c.proto
+    return total + (length if c.family == 4 else (length >> 16) + (length & 0xFFFF))
+
+
 def _covered_sum(buf, c: Checksum, end: int) -> int:
     """Ones'-complement sum over what checksum c covers (its field included)."""
     total = ones_sum(bytes(buf[c.start:end]))
     if c.kind in ("tcp", "udp"):
-        length = end - c.start
-        total += ones_sum(c.src) + ones_sum(c.dst) + c.proto
-        total += length if c.family == 4 else (length >> 16) + (length & 0xFFFF)
+        total += _pseudo_header_sum(c, end - c.start)
     return total
 
 
@@ -256,6 +259,18 @@ def _checksum_ok(buf, c: Checksum) -> bool:
     if c.kind == "udp" and buf[c.at:c.at + 2] == b"\0\0":
         return True
     return _covered_sum(buf, c, end) % 0xFFFF == 0
+
+
+def _checksum_holds_seed(buf, c: Checksum) -> bool:
+    """A TCP/UDP checksum field holding exactly the folded pseudo-header sum of
+    its datagram (what a sender with checksum offload leaves): holds_seed for
+    any level of the encapsulation."""
+    if c.kind not in ("tcp", "udp"):
+        return False
+    end = _checksum_end(buf, c)
+    if end is None:
+        return False
+    return ((buf[c.at] << 8) | buf[c.at + 1]) == fold16(_pseudo_header_sum(c, end - c.start))
 
 
 def _fix_checksum(buf: bytearray, c: Checksum) -> None:
@@ -294,18 +309,28 @@ def fix_checksums(frame: bytes, *, ip_header: bool = True, vxlan_ports: Iterable
 
 def fix_seed_checksum(frame: bytes, *, vxlan_ports: Iterable[int] = NO_PORTS,
                       geneve_ports: Iterable[int] = NO_PORTS) -> Tuple[bytes, bool]:
-    """(frame, changed): the L4 checksum recomputed only if the field holds the
-    pseudo-header seed; IP header checksums are left alone.  Enclosing tunnel
-    checksums (GRE, UDP) that were right before are kept right."""
+    """(frame, changed): every TCP/UDP checksum of the encapsulation chain
+    whose field holds its pseudo-header seed is recomputed, innermost first
+    (the innermost only when parse() finds it), so that each enclosing one is
+    computed over the filled-in inner ones.  A tunnel checksum (GRE, UDP) that
+    was right before and covers a recomputed field is recomputed too, to stay
+    right; any other checksum is left as it is: a bad one stays bad, and one
+    filled by local checksum offload over an inner seed (lco_csum) becomes
+    right once that seed is filled in.  IP header checksums are left alone.
+    ``changed``: some seed was recomputed."""
     d = dissect_frame(frame, vxlan_ports=vxlan_ports, geneve_ports=geneve_ports)
-    p = _parsed(frame, d)
-    if p is None or not holds_seed(frame, p):
+    innermost_ok = _parsed(frame, d) is not None
+    chain = [c for c in d.checksums if c.kind != "ipv4"]
+    seeds = {c.at for c in chain if (c.at != d.check_at or innermost_ok) and _checksum_holds_seed(frame, c)}
+    if not seeds:
         return frame, False
-    enclosing = [c for c in d.checksums if c.kind != "ipv4" and c.at != p.check_at and _checksum_ok(frame, c)]
+    right = {c.at for c in chain if c.at not in seeds and _checksum_ok(frame, c)}
     buf = bytearray(frame)
-    _fix_checksum(buf, next(c for c in d.checksums if c.at == p.check_at))
-    for c in reversed(enclosing):
-        _fix_checksum(buf, c)
+    fixed: List[int] = []
+    for c in reversed(chain):                       # dissect() lists them outermost first
+        if c.at in seeds or (c.at in right and any(c.start <= at < c.end for at in fixed)):
+            _fix_checksum(buf, c)
+            fixed.append(c.at)
     return bytes(buf), True
 
 

@@ -28,8 +28,11 @@ go up alone:
 
 * ``auto`` (the default): a TCP/UDP checksum field holding the pseudo-header
   seed (what a capture taken on a sender with TX checksum offload shows) is
-  recomputed before injection; every other frame is injected as it is, so a
-  really bad checksum stays bad and is treated as bad.  This is what
+  recomputed before injection, at every level of a tunnel (the outer UDP
+  checksum of VXLAN/GENEVE on a configured port too), innermost first; a
+  tunnel checksum that was right stays right, and every other checksum is
+  injected as it is, so a really bad checksum stays bad and is treated as
+  bad (frames.fix_seed_checksum).  This is what
   ``grotool replay --csum auto`` (also its default) models: seed = offloaded
   and valid, anything else verified.  It was chosen over injecting the seed
   frames as CHECKSUM_PARTIAL because then every frame enters GRO in the same
@@ -202,14 +205,14 @@ class _Abort(BaseException):
 _NO_VNET = VNET_HDR.pack(0, 0, 0, 0, 0, 0)
 
 
-def prepare_frame(frame: bytes, csum: str, vxlan_ports=()) -> Tuple[bytes, bytes]:
+def prepare_frame(frame: bytes, csum: str, vxlan_ports=(), geneve_ports=()) -> Tuple[bytes, bytes]:
     """(frame to inject, virtio_net_hdr or b"") under a --csum mode.  Under trust
-    csum_start is the innermost transport header (through VXLAN on ``vxlan_ports``
-    too): every checksum before it counts as valid in GRO, the outer ones included.
-    Headers are read as GRO reads them (frames.gro_dissect): an IPv6 header
-    behind ethertype 0x86DD or protocol 41 whatever its version nibble, which
-    is injected unchanged."""
-    ports = {"vxlan_ports": vxlan_ports}
+    csum_start is the innermost transport header (through VXLAN/GENEVE on
+    ``vxlan_ports``/``geneve_ports`` too): every checksum before it counts as
+    valid in GRO, the outer ones included.  Headers are read as GRO reads them
+    (frames.gro_dissect): an IPv6 header behind ethertype 0x86DD or protocol 41
+    whatever its version nibble, which is injected unchanged."""
+    ports = {"vxlan_ports": vxlan_ports, "geneve_ports": geneve_ports}
     if csum == "auto":
         return fr.fix_seed_checksum(frame, **ports)[0], b""
     if csum == "fix":
@@ -488,7 +491,7 @@ class KernelSession:
 
     def run_batch(self, chunk: Sequence[bytes], csum: str) -> Tuple[List[DeliveredPacket], List[bytes], int, float, bool]:
         """One NAPI poll's worth: (packets, injected frames, attempts, send µs, ok)."""
-        prepared = [prepare_frame(f, csum, self.host.vxlan_ports) for f in chunk]
+        prepared = [prepare_frame(f, csum, self.host.vxlan_ports, self.host.geneve_ports) for f in chunk]
         injected = [f for f, _ in prepared]
         marks = [bpf.mark_cmsg(self.hasher(f)) for f in injected] if self.hasher is not None else None
         attempts = 0
@@ -549,7 +552,8 @@ class KernelSession:
                                 f"{attempts} times" + ("" if ok else ", never cleanly: its result is unreliable"))
             elif not ok:
                 warnings.append(f"batch {b}: not every segment was accounted for")
-            mapping = fr.map_batch(injected, [(p.data, p.gso_segs, p.is_gso) for p in got], vxlan_ports=self.host.vxlan_ports)
+            mapping = fr.map_batch(injected, [(p.data, p.gso_segs, p.is_gso) for p in got],
+                                   vxlan_ports=self.host.vxlan_ports, geneve_ports=self.host.geneve_ports)
             for pkt, covers in zip(got, mapping):
                 pkt.batch = b
                 pkt.covers = [start + i for i in covers]
