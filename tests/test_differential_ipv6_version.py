@@ -11,9 +11,12 @@ simulation merged them.  The oracle now reads the headers as GRO does
 (frames.gro_dissect) and injects the nibble unchanged.
 """
 
+import struct
+
 import pytest
 
 import kernel_support as ks
+import tunnel_frames as T
 from grotool.dissect import dissect
 from grotool.engine import simulate
 from grotool.oracle import HostState, replay_frames
@@ -47,6 +50,37 @@ def sit_flow(version: int, check=None, outer_family: int = 4, outer_version: int
     return out
 
 
+VXLAN_INNER = 14 + 20 + 8 + 8 + 14          # the inner IPv6 header behind VXLAN over IPv4
+
+
+def outer_udp_ok(frame: bytes) -> bool:
+    """The outer UDP checksum (IPv4 header at 14, no options) verifies over the frame's bytes."""
+    length = struct.unpack_from("!H", frame, 38)[0]
+    return ks.csum(ks.pseudo(frame[26:30], frame[30:34], 17, length) + frame[34:34 + length]) == 0
+
+
+def with_outer_udp_right(frame: bytes) -> bytes:
+    length = struct.unpack_from("!H", frame, 38)[0]
+    udp = frame[34:40] + b"\0\0" + frame[42:34 + length]
+    value = ks.csum(ks.pseudo(frame[26:30], frame[30:34], 17, length) + udp) or 0xFFFF
+    return frame[:40] + struct.pack("!H", value) + frame[42:]
+
+
+def vxlan_flow(version: int, inner_check=None):
+    """N segments of an inner IPv6 TCP flow (version nibble ``version``) in VXLAN
+    over IPv4, the outer UDP checksum right over these very bytes, the inner
+    TCP checksum "seed" or right."""
+    out = []
+    for f in T.vxlan_tcp_flow(N, family=4, udp_csum=True, inner_family=6):
+        f = nibble(f, VXLAN_INNER, version)
+        if inner_check == "seed":
+            l4 = VXLAN_INNER + 40
+            seed = ks.seed_value(f[VXLAN_INNER + 8:VXLAN_INNER + 24], f[VXLAN_INNER + 24:l4], 6, len(f) - l4)
+            f = f[:l4 + 16] + struct.pack("!H", seed) + f[l4 + 18:]
+        out.append(with_outer_udp_right(f))
+    return out
+
+
 # =============================================================================
 # no privileges needed
 # =============================================================================
@@ -74,6 +108,17 @@ def test_preparation_of_an_ipv6_header_with_another_version_nibble():
     assert prepare_frame(bad, "fix") == (plain_flow(7)[0], b"")
     assert prepare_frame(sit_flow(7, check="seed")[0], "auto") == (sit_flow(7)[0], b"")
     assert prepare_frame(bad, "verify") == (bad, b"")
+
+
+def test_checksums_are_computed_over_the_nibble_the_frame_has():
+    """The inner seed is filled in behind the nibble, and the outer UDP
+    checksum, which covers the nibble, is recomputed over the frame's own
+    byte (7), not over the 6 the oracle reads it as."""
+    frame = vxlan_flow(7, "seed")[0]
+    assert outer_udp_ok(frame)
+    fixed, changed = fr.fix_seed_checksum(frame, vxlan_ports=(4789,))
+    assert changed and fixed[VXLAN_INNER] >> 4 == 7 and outer_udp_ok(fixed)
+    assert fixed == vxlan_flow(7)[0]
 
 
 # =============================================================================
@@ -120,3 +165,13 @@ def test_bad_checksums_behind_another_nibble_stay_bad_under_auto():
     kernel, sim = run(frames, "auto")
     assert [p.covers for p in kernel] == [[i] for i in range(N)]
     assert_identical(frames, kernel, sim, "ipv6 version 7 bad auto")
+
+
+@ks.needs_kernel
+def test_vxlan_inner_ipv6_with_another_nibble_and_its_seed():
+    frames = vxlan_flow(7, "seed")
+    kernel = replay_frames(frames, csum="auto", host=HostState.build(vxlan_ports=(4789,)), require_reliable=True)
+    sim = list(simulate([(i, f, len(f)) for i, f in enumerate(frames)], 1,
+                        machine_settings(csum="auto", vxlan_ports=(4789,))))
+    assert [p.covers for p in kernel] == [[0, 1, 2, 3]] and [p.segs for p in kernel] == [4]
+    assert_identical(frames, kernel, sim, "vxlan inner ipv6 version 7 auto")
