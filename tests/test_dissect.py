@@ -348,8 +348,13 @@ def test_mutated_frames_never_raise():
             describe(1, frame)
             p = fr.parse(frame, vxlan_ports=[4789], geneve_ports=[6081])
             fr.fix_checksums(frame, vxlan_ports=[4789], geneve_ports=[6081])
+            fr.fix_checksums(frame, vxlan_ports=[4789], geneve_ports=[6081], any_ipv6_version=True)
             fr.fix_seed_checksum(frame)
-            assert d.caplen == len(frame) and (p is None or p.l4 == d.l4)
+            # the oracle reads past an IPv6 version nibble (as GRO does), and only there
+            ports = {"vxlan_ports": [4789], "geneve_ports": [6081]}
+            g, strict = fr.gro_dissect(frame, **ports), dissect(frame, **ports)
+            assert g == strict or "IP version" in strict.problem
+            assert d.caplen == len(frame) and (p is None or p.l4 == g.l4)
 
 
 def test_short_and_unknown_frames():
