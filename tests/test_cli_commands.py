@@ -161,4 +161,29 @@ print(gc.get_threshold(), gc.get_freeze_count() > 1000)
         ["True 0", "(5000, 10, 10) True"]
     from importlib.metadata import entry_points
 
-    assert [e.value for e in entry_points(group="console_scripts") if e.name == "grotool"] == ["grotool.cli:run"]
+    assert [e.value for e in entry_points(group="console_scripts") if e.name == "grotool"] == ["grotool.__main__:main"]
+
+
+def test_the_program_imports_with_the_collector_off_and_replays_with_it_on():
+    code = """
+import gc, sys
+import grotool.cli
+seen = []
+real_run = grotool.cli.run
+def run():
+    seen.append(gc.isenabled())        # while the CLI was imported and up to run()
+    try:
+        real_run()
+    except SystemExit:
+        pass
+    seen.append(gc.isenabled())
+grotool.cli.run = run
+gc.enable()
+sys.argv = ["grotool", "reasons"]
+from grotool.__main__ import main
+main()
+print(seen, gc.get_threshold())
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "[False, True] (5000, 10, 10)"
