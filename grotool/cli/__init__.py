@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import gc
-import json
 import os
 import signal
 import sys
@@ -377,6 +376,8 @@ def reasons(as_json, markdown):
             click.echo(f"| `{name}` | {eff} | {fn} | {desc} |")
         return
     if as_json:
+        import json
+
         click.echo(json.dumps({k: {"effect": e, "kernel": f, "meaning": d} for k, (e, f, d) in REASONS.items()},
                               indent=2))
         return
