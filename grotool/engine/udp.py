@@ -39,12 +39,9 @@ def _receive(bucket, skb, gro, pseudo):
             # skb_gro_checksum_validate_zero_check: a zero checksum is accepted unchecked
             if check:
                 ps = pseudo(data, skb.network_offsets[skb.encap_mark], len(data) - off, 17)
-                if not validate_l4(gro, skb, ps, off + 6):
-                    if not (gro.csum_auto and _tunnel_lco(gro, skb, data, off, ps)):
-                        skb.flush = "udp_csum_bad"
-                        return None
-                    gro.stats.csum_bad -= 1
-                    gro.stats.csum_offloaded += 1
+                if not validate_l4(gro, skb, ps, off + 6, _tunnel_lco if gro.csum_auto else None):
+                    skb.flush = "udp_csum_bad"
+                    return None
             checksum_verified(skb)
         elif check:
             unverified = True        # a packet that will be flushed anyway is not verified
@@ -53,11 +50,13 @@ def _receive(bucket, skb, gro, pseudo):
     return udp_gro_receive(bucket, skb, gro, sk, check, unverified)
 
 
-def _tunnel_lco(gro, skb, data, off, ps):
+def _tunnel_lco(gro, skb, ps):
     """--csum auto: the outer checksum of a VXLAN or GENEVE packet filled by local
-    checksum offload over an inner seed (tcp.lco_valid)."""
+    checksum offload over an inner seed (tcp.lco_valid; validate_l4's lco)."""
     if skb.encap_mark:
         return False
+    data = skb.data
+    off = skb.off
     sk = gro.host.udp_socket((data[off + 2] << 8) | data[off + 3])
     if sk is VXLAN_SOCKET:
         at, etype = off + 16, None
