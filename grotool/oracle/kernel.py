@@ -39,7 +39,9 @@ go up alone:
   checksum state (NONE, validated in software), as in the simulation's verify
   path; a flow mixing PARTIAL and validated frames would be judged differently
   by fraglist GRO, which requires equal checksum states.  The cost: a seed
-  frame that goes up alone is delivered with its full checksum, not the seed.
+  frame that goes up alone, or first in a fraglist aggregate (which keeps its
+  first segment's headers as they arrived), is delivered with the checksum the
+  oracle filled in, not the seed; ``grotool compare`` leaves those fields out.
 * ``fix``: the IPv4 header checksum(s) and the TCP/UDP checksum of every frame
   are recomputed: nothing is flushed for a checksum.
 * ``trust``: TCP/UDP frames are injected with a virtio_net_hdr carrying
