@@ -158,3 +158,46 @@ def test_records_cut_by_the_snaplen_go_through_gro_in_their_place():
                         machine_settings(csum="auto")))
     assert not any(d.reason == "capture_truncated" for d in sim)
     assert_identical(frames, kernel, sim, "cut records")
+
+
+# Keys whose 16-bit ones' complement sums are equal (0x0001 + 0x0000 = 0x0000 + 0x0001),
+# and one that differs: over equal inner bytes the first two give equal GRE checksums.
+GRE_KEYS = (0x00010000, 0x00000001, 0x12345678)
+
+
+def gre_keyed_flows(family: int, teb: bool, checksum: bool):
+    """Four 1000-byte segments of one inner TCP flow in each of three GRE tunnels
+    (keys GRE_KEYS), interleaved: frame 3*i + k is segment i with key k."""
+    import grotool.scenarios as S
+
+    out = []
+    for i in range(4):
+        for key in GRE_KEYS:
+            inner = S.tcp_frame(seq=1000 + i * 1000, payload=1000, ip_id=i)
+            out.append(S.gre_frame(inner if teb else inner[14:], proto=S.ETH_P_TEB if teb else None,
+                                   key=key, checksum=checksum, family=family, ip_id=i))
+    return out
+
+
+@pytest.mark.parametrize("family", [4, 6])
+@pytest.mark.parametrize("teb", [False, True])
+@pytest.mark.parametrize("checksum", [False, True])
+def test_gre_keys_as_gro_compares_them(family, teb, checksum):
+    """gre_gro_receive holds two packets for one tunnel when the flags and
+    protocol words and, with the K flag, the word right after them are equal.
+    With C and K that word is the checksum field, not the key: the segments
+    keyed 0x00010000 and 0x00000001 carry equal checksums and merge with each
+    other as one flow, and the oracle must map those aggregates to both keys'
+    frames (it used to look for the frames of one key only and found none)."""
+    frames = gre_keyed_flows(family, teb, checksum)
+    kernel = replay_frames(frames, csum="auto", host=HostState.build(), require_reliable=True)
+    sim = list(simulate([(i, f, len(f)) for i, f in enumerate(frames)], 1, machine_settings(csum="auto")))
+    if checksum:
+        # 0x10000's first segment goes up alone when 1's (one flow to GRO, seq
+        # 1000 again) pushes it out; from then on each segment of 1 and 0x10000
+        # continues the other's, and 0x12345678 is a flow of its own
+        expected = [[0], [1, 3], [4, 6], [7, 9], [2, 5, 8, 11], [10]]
+    else:
+        expected = [[0, 3, 6, 9], [1, 4, 7, 10], [2, 5, 8, 11]]
+    assert [p.covers for p in kernel] == expected
+    assert_identical(frames, kernel, sim, f"gre keys {family} teb={teb} csum={checksum}")

@@ -386,14 +386,16 @@ def map_batch(inputs: Sequence[bytes], delivered: Sequence[Tuple[bytes, int, boo
     the input with exactly its bytes back from an aggregate that took it for a
     look-alike.  An empty list means no match was found.
     Through VXLAN (``vxlan_ports``) the inner flow and payload are followed.
+    A GRE level is one flow by what GRO compares (see _gro_flow), not by its key.
     """
     ports = {"vxlan_ports": vxlan_ports, "geneve_ports": geneve_ports}
     parsed = [parse(f, **ports) for f in inputs]
+    flows = [None if q is None else _gro_flow(f, q) for f, q in zip(inputs, parsed)]
     used = [False] * len(inputs)
     by_flow: Dict[tuple, List[int]] = {}
     for i, q in enumerate(parsed):
         if q is not None:
-            by_flow.setdefault(q.flow, []).append(i)
+            by_flow.setdefault(flows[i], []).append(i)
     result: List[List[int]] = []
     for data, segs, is_gso in delivered:
         covers: List[int] = []
@@ -410,7 +412,7 @@ def map_batch(inputs: Sequence[bytes], delivered: Sequence[Tuple[bytes, int, boo
             # nor frames whose VXLAN header differs (vxlan_gro_prepare_receive compares
             # the flags and VNI words: a frame without the I flag is another flow)
             vxlan = _vxlan_headers(data, p)
-            cands = [i for i in by_flow.get(p.flow, ()) if not used[i] and inputs[i][:12] == data[:12]
+            cands = [i for i in by_flow.get(_gro_flow(data, p), ()) if not used[i] and inputs[i][:12] == data[:12]
                      and (not vxlan or _vxlan_headers(inputs[i], parsed[i]) == vxlan)]
             if p.proto == IPPROTO_TCP:
                 covers = _map_tcp(inputs, parsed, cands, p, body, segs)
@@ -419,8 +421,34 @@ def map_batch(inputs: Sequence[bytes], delivered: Sequence[Tuple[bytes, int, boo
         for i in covers:
             used[i] = True
         result.append(covers)
-    _swap_look_alikes(inputs, parsed, delivered, result)
+    _swap_look_alikes(inputs, parsed, flows, delivered, result)
     return result
+
+
+def _gro_flow(frame: bytes, p: Parsed) -> tuple:
+    """The flow as GRO tells flows apart: ``p.flow`` with each GRE level named
+    by the bytes gre_gro_receive compares instead of by its key.  That function
+    holds two packets for the same tunnel when their GRE flags and protocol
+    words are equal and, when the K flag is set, the 32-bit word right after
+    that 4-byte base header.  With the C flag also set that word is the
+    checksum (and reserved) field, not the key, which comes after it: packets
+    with different keys but the same checksum word are one flow (and packets
+    with one key and different checksum words are not).  The GRE checksum
+    covers the key, so two keys with the same ones' complement sum
+    (0x00010000 and 0x00000001) give equal checksums over equal inner bytes."""
+    d = p.dissection
+    if d is None or not any(o[2] == IPPROTO_GRE for o in p.outer):
+        return p.flow
+    gre = iter(layer.offset for layer in d.layers if layer.name == "gre")
+    tunnels = []
+    for t, outer in zip(p.tunnels, p.outer):
+        if outer[2] == IPPROTO_GRE:
+            off = next(gre)
+            base = bytes(frame[off:off + 4])
+            word = bytes(frame[off + 4:off + 8]) if base[0] & 0x20 else b""     # GRE_KEY
+            t = (t[0], (base, word)) + tuple(t[2:])
+        tunnels.append(t)
+    return (p.proto, p.src, p.dst, p.sport, p.dport, p.vlans, p.outer, tuple(tunnels))
 
 
 def _vxlan_headers(frame: bytes, p: Parsed) -> Tuple[bytes, ...]:
@@ -430,7 +458,7 @@ def _vxlan_headers(frame: bytes, p: Parsed) -> Tuple[bytes, ...]:
     return tuple(frame[t.inner - 8:t.inner] for t in p.dissection.tunnels if t.kind == "vxlan")
 
 
-def _swap_look_alikes(inputs, parsed, delivered, result: List[List[int]]) -> None:
+def _swap_look_alikes(inputs, parsed, flows, delivered, result: List[List[int]]) -> None:
     """A packet that went up alone is the input with exactly its bytes.  When
     another packet was given that input and this packet a look-alike (same
     flow, sequence and payload, another IP header: a flow label, an extension
@@ -447,7 +475,7 @@ def _swap_look_alikes(inputs, parsed, delivered, result: List[List[int]]) -> Non
             if hit is None:
                 continue
             q = parsed[other[hit]]
-            if q is not None and (q.flow, q.seq) == (mine.flow, mine.seq) and \
+            if q is not None and (flows[other[hit]], q.seq) == (flows[cov[0]], mine.seq) and \
                     _payload(inputs[other[hit]], q) == _payload(inputs[cov[0]], mine):
                 other[hit], cov[0] = cov[0], other[hit]
             break
