@@ -86,7 +86,8 @@ def gre_gro_receive(bucket, skb, gro):
         else:
             gro.stats.csum_verified += 1
         checksum_verified(skb)
-    # same tunnel: flags + protocol, and the key when present (the checksum is not compared)
+    # same tunnel: flags + protocol, and with the K flag the word after them: the key,
+    # or, with the C flag too, the checksum field (gre_gro_receive reads greh + 1)
     extend_key(skb, data, off, 4, off + 4, 4 if flags & GRE_KEY else 0)
     skb.off = off + hlen
     if not enter_layer(skb):
