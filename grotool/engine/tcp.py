@@ -63,9 +63,10 @@ def same_bytes(a, i, b, j, n):
 # tcp4/6_gro_receive skip validation (gro.verify_l4 is False).
 def validate_l4(gro, skb, pseudo_sum: int, field_at: int, lco=None) -> bool:
     """True when the TCP/UDP checksum at field_at (covering skb.off onwards)
-    is acceptable under the --csum mode.  ``lco(gro, skb, pseudo_sum)``, given
-    under --csum auto, is asked about a checksum that is wrong as captured: true
-    when local checksum offload filled it over an inner seed (counted offloaded)."""
+    is acceptable under the --csum mode.  ``lco(gro, skb, total)``, given under
+    --csum auto, is asked about a checksum that is wrong as captured (``total``:
+    the sum it covers, pseudo-header included): true when local checksum
+    offload filled it over an inner seed (counted offloaded)."""
     stats = gro.stats
     data = skb.data
     if gro.csum_auto and len(data) >= field_at + 2:
@@ -89,9 +90,10 @@ def validate_l4(gro, skb, pseudo_sum: int, field_at: int, lco=None) -> bool:
         segment_sum = full - _from_bytes(data[:off], "big")
     else:
         segment_sum = csum.sum16(memoryview(data)[off:])
-    if (pseudo_sum + segment_sum) % 0xFFFF == 0:
+    total = pseudo_sum + segment_sum
+    if total % 0xFFFF == 0:
         return True
-    if lco is not None and lco(gro, skb, pseudo_sum):
+    if lco is not None and lco(gro, skb, total):
         stats.csum_offloaded += 1
         return True
     stats.csum_bad += 1

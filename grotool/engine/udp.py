@@ -50,9 +50,10 @@ def _receive(bucket, skb, gro, pseudo):
     return udp_gro_receive(bucket, skb, gro, sk, check, unverified)
 
 
-def _tunnel_lco(gro, skb, ps):
-    """--csum auto: the outer checksum of a VXLAN or GENEVE packet filled by local
-    checksum offload over an inner seed (tcp.lco_valid; validate_l4's lco)."""
+def _tunnel_lco(gro, skb, total):
+    """--csum auto: the outer checksum of a VXLAN or GENEVE packet, covering
+    ``total`` (validate_l4's sum), filled by local checksum offload over an
+    inner seed (tcp.lco_valid; validate_l4's lco)."""
     if skb.encap_mark:
         return False
     data = skb.data
@@ -66,7 +67,7 @@ def _tunnel_lco(gro, skb, ps):
         etype = None if etype == ETH_P_TEB else etype
     else:
         return False
-    return lco_valid(data, off, ps + csum.sum16(memoryview(data)[off:]), at, etype)
+    return lco_valid(data, off, total, at, etype)
 
 
 def udp4_gro_receive(bucket, skb, gro):
