@@ -199,10 +199,7 @@ def flow_json(p: Optional[Parsed]) -> Optional[dict]:
 # checksums of injected frames
 # -----------------------------------------------------------------------------
 def _pseudo_sum(frame: bytes, p: Parsed) -> int:
-    length = p.l4_end - p.l4
-    if p.family == 4:
-        return ones_sum(p.src) + ones_sum(p.dst) + p.proto + length
-    return ones_sum(p.src) + ones_sum(p.dst) + (length >> 16) + (length & 0xFFFF) + p.proto
+    return _pseudo_header_sum(p, p.l4_end - p.l4)
 
 
 def l4_check_field(frame: bytes, p: Parsed) -> Optional[int]:
@@ -231,7 +228,8 @@ def l4_checksum_ok(frame: bytes, p: Optional[Parsed] = None) -> bool:
     return (_pseudo_sum(frame, p) + ones_sum(frame[p.l4:p.l4_end])) % 0xFFFF == 0
 
 
-def _pseudo_header_sum(c: Checksum, length: int) -> int:
+def _pseudo_header_sum(c, length: int) -> int:
+    """The pseudo-header's sum of a Checksum or a Parsed (src, dst, proto, family)."""
     total = ones_sum(c.src) + ones_sum(c.dst) + c.proto
     return total + (length if c.family == 4 else (length >> 16) + (length & 0xFFFF))
 
