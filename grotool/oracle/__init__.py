@@ -20,7 +20,9 @@ deprecated older form of the first two.
 Link types: Ethernet frames are injected as they are; raw IPv4/IPv6 (101,
 228, 229, 12, 14) and Linux cooked captures (SLL 113, SLL2 276) get a fixed
 Ethernet header (02:00:00:00:00:01 -> 02:00:00:00:00:02, ethertype from the
-IP version or the SLL protocol field), and the output pcap is Ethernet.
+IP version or the SLL protocol field; a raw record whose version is neither 4
+nor 6 gets ethertype 0, not IP, as in the simulation's link layer), and the
+output pcap is Ethernet.
 An FCS the capture declares is stripped (the kernel never sees one).
 
 Output: a nanosecond pcap of the packets the kernel delivered, in delivery

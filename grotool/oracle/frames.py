@@ -340,8 +340,8 @@ def to_ethernet(linktype: int, data: bytes) -> bytes:
 
     Ethernet is used as it is.  Raw IP (101, 228, 229, 12, 14) and Linux cooked
     captures (SLL 113, SLL2 276) get a fixed Ethernet header (02:00:00:00:00:01
-    -> 02:00:00:00:00:02); the ethertype comes from the IP version nibble (raw)
-    or the SLL protocol field.  The oracle's output is Ethernet in every case.
+    -> 02:00:00:00:00:02); the ethertype comes from the IP version nibble (raw:
+    4 or 6, any other version gets ethertype 0) or the SLL protocol field.  The oracle's output is Ethernet in every case.
     Raises ValueError when the record is too short for its link header.
     """
     if linktype == LINKTYPE_ETHERNET:
@@ -351,7 +351,10 @@ def to_ethernet(linktype: int, data: bytes) -> bytes:
     if linktype in LINKTYPE_RAW_TYPES:
         if not data:
             raise ValueError("empty raw IP record")
-        etype = ETH_P_IPV6 if data[0] >> 4 == 6 else ETH_P_IP
+        version = data[0] >> 4
+        # another version is not IP to the simulation's link layer (ethertype 0,
+        # no GRO handler), so the kernel gets no IP ethertype for it either
+        etype = ETH_P_IP if version == 4 else ETH_P_IPV6 if version == 6 else 0
         return FAKE_DST_MAC + FAKE_SRC_MAC + struct.pack("!H", etype) + data
     if linktype == LINKTYPE_LINUX_SLL:
         if len(data) < 16:
