@@ -277,3 +277,61 @@ def test_both_builds_agree_on_the_tcpdump_corpus(compiled_build):
     assert len(replayed) >= 3 * 690 and sum(int(line.split()[2]) for line in replayed) > 10000
     differing = [a for a, b in zip(compiled, interpreted) if a != b]
     assert compiled == interpreted, f"{len(differing)} replays differ, first: {differing[:3]}"
+
+
+# The compiled build writes pcap record headers with C stores and copies a
+# super-packet's pieces into one new string; the interpreted build packs with
+# struct and joins slices.  Edge cases of both, in both builds, give the bytes
+# an independent struct-and-slice construction gives.
+_WRITER_AND_JOIN = r"""
+import hashlib, os, struct, sys
+from grotool.io.capture import PcapWriter, PCAP_TIME_LIMIT_NS
+from grotool.engine.skb import _join_pieces
+
+path = sys.argv[1]
+records = [(0, b""), (1, b"\x01"), (999_999_999, bytes(range(60))), (1_000_000_000, bytearray(b"ab" * 700)),
+           (PCAP_TIME_LIMIT_NS - 1, b"\xff" * 65535), (1_700_000_000_123_456_789, b"x" * 9)]
+w = PcapWriter(path)
+for ts, data in records:
+    w.write(ts, data)
+w.write(5, b"short", wirelen=1514)           # a truncated record keeps its wire length
+w.close()
+expect = struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 262144, 1)
+for ts, data in records + [(5, b"short")]:
+    wire = 1514 if data == b"short" else len(data)
+    expect += struct.pack("<IIII", ts // 10**9, ts % 10**9, len(data), wire) + bytes(data)
+got = open(path, "rb").read()
+print("writer", got == expect, hashlib.sha256(got).hexdigest())
+
+frames = [bytes(range(i, i + 80)) for i in range(0, 120, 40)]
+cases = [
+    ((bytearray(b"H" * 34), frames[0], [frames[1], frames[2]]), 54, (26, 26)),
+    ((bytearray(b"H" * 54), frames[0], []), 54, ()),
+    ((bytearray(b""), frames[0], [frames[1]]), 0, (80,)),
+    ((bytearray(b"H" * 20), frames[0], [frames[1]]), 80, (0,)),
+    # pieces not wholly in their frames: the slicing path (Python slice rules)
+    ((bytearray(b"H" * 20), frames[0], [frames[1]]), 90, (10,)),
+    ((bytearray(b"H" * 20), frames[0], [frames[1]]), 54, (200,)),
+    ((bytearray(b"H" * 20), frames[0], [frames[1]]), 54, (10, 10)),
+]
+for pieces, header_len, lens in cases:
+    header, first, merged = pieces
+    expect = bytes(header) + first[header_len:] + b"".join(f[len(f) - n:] for f, n in zip(merged, lens))
+    try:
+        got = _join_pieces((header, first, merged), header_len, lens)
+    except Exception as exc:
+        got = type(exc).__name__
+    print("join", got == expect, got if isinstance(got, str) else hashlib.sha256(got).hexdigest())
+"""
+
+
+def test_writer_and_super_packet_bytes_are_the_same_in_both_builds(compiled_build, tmp_path):
+    outputs = {}
+    for pure in (False, True):
+        proc = subprocess.run([sys.executable, "-c", _WRITER_AND_JOIN, str(tmp_path / f"w{int(pure)}.pcap")],
+                              cwd=ROOT, env=_env(pure), capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        outputs[pure] = proc.stdout.splitlines()
+    assert outputs[False] == outputs[True]
+    assert len(outputs[False]) == 8
+    assert all(line.split()[1] == "True" for line in outputs[False]), outputs[False]

@@ -89,8 +89,9 @@ cpdef Delivery new_super_packet(object ts, bytearray header, bytes first, list m
 cpdef void extend_key(Skb skb, bytes data, Py_ssize_t at, Py_ssize_t n, Py_ssize_t at2=*, Py_ssize_t n2=*)
 @cython.locals(head=Py_ssize_t)
 cpdef bytes settled_key(Skb skb)
-@cython.locals(header=bytearray, first=bytes, merged_frames=list, raw=cython.p_uchar, parts=list, i=Py_ssize_t,
-               frame=bytes, n=Py_ssize_t)
+@cython.locals(header=bytearray, first=bytes, merged_frames=list, parts=list, i=Py_ssize_t,
+               frame=bytes, n=Py_ssize_t, count=Py_ssize_t, total=Py_ssize_t, whole=bint, out=bytes,
+               dst=cython.p_uchar, src=cython.p_uchar, at=Py_ssize_t)
 cpdef bytes _join_pieces(tuple pieces, Py_ssize_t header_len, tuple merged_lens)
 
 cpdef _init_skb(Skb skb, bytes data, object ts, Py_ssize_t index, Py_ssize_t l2_len, long long hash_,

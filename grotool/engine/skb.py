@@ -290,17 +290,46 @@ def settled_key(skb) -> bytes:
 
 
 def _join_pieces(pieces, header_len, merged_lens) -> bytes:
-    """A super-packet's bytes from new_super_packet's pieces."""
+    """A super-packet's bytes from new_super_packet's pieces.  The compiled
+    build copies each piece once into the new string instead of slicing the
+    payloads and joining the slices (two copies and an object per segment);
+    pieces not wholly in their frames (never made by the engine) take the
+    slicing path, so both builds give the same bytes and never read outside
+    a frame."""
     header = pieces[0]
     first = pieces[1]
     merged_frames = pieces[2]
-    raw = first           # read in place (a C pointer in the compiled build)
-    parts = [header, raw[header_len:len(first)]]
+    if cython.compiled:
+        count = len(merged_frames)
+        total = len(header) + len(first) - header_len
+        whole = 0 <= header_len <= len(first) and len(merged_lens) == count
+        for i in range(count if whole else 0):
+            n = merged_lens[i]
+            frame = merged_frames[i]
+            if not 0 <= n <= len(frame):
+                whole = False
+                break
+            total += n
+        if whole:
+            out = PyBytes_FromStringAndSize(cython.NULL, total)
+            dst = out
+            at = len(header)
+            memcpy(dst, cython.cast(cython.p_uchar, header), at)
+            src = first
+            memcpy(dst + at, src + header_len, len(first) - header_len)
+            at += len(first) - header_len
+            for i in range(count):
+                n = merged_lens[i]
+                frame = merged_frames[i]
+                src = frame
+                memcpy(dst + at, src + len(frame) - n, n)
+                at += n
+            return out
+    parts = [header, first[header_len:]]      # Python slices: in bounds whatever the lengths
     for i in range(len(merged_frames)):
         frame = merged_frames[i]
         n = merged_lens[i]
-        raw = frame
-        parts.append(raw[len(frame) - n:len(frame)])
+        parts.append(frame[len(frame) - n:])
     return b"".join(parts)
 
 
