@@ -2,6 +2,7 @@
 # record iterator keeps its buffer position and the record header's fields as C
 # integers, so walking a record costs no Python integer arithmetic.
 import cython
+from cpython.bytes cimport PyBytes_FromStringAndSize
 
 cdef class _Records:
     cdef public object ts
@@ -31,11 +32,14 @@ cdef class _PcapRecords(_Records):
     cpdef next_data(self)
 
 cdef Py_ssize_t WRITE_GATHER_BYTES, WRITE_GATHER_PIECES
+cdef bint WRITES_IN_PLACE
+
+cdef void _put_le32(unsigned char *out, unsigned long long value) noexcept
 
 cdef class PcapWriter:
     cdef public object path, _out, _pack
     cdef public Py_ssize_t packets, _pending_bytes
     cdef public list _pending
 
-    @cython.locals(n=cython.Py_ssize_t, ts=cython.longlong)
+    @cython.locals(n=cython.Py_ssize_t, ts=cython.longlong, record=bytes, out=cython.p_uchar)
     cpdef write(self, ts_ns, data, wirelen=*)

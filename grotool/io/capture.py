@@ -13,7 +13,10 @@ import struct
 import sys
 import types
 import zlib
-from typing import BinaryIO, Iterator, Optional, Tuple
+from typing import TYPE_CHECKING, BinaryIO, Iterator, Optional, Tuple
+
+if TYPE_CHECKING:
+    import cython        # read by the Cython compiler only: PcapWriter's compiled record header
 
 from ..errors import InputError
 from .safe_output import SafeOutput
@@ -135,6 +138,11 @@ class _PcapngRecords(_Records):
 def running_compiled() -> bool:
     """True when this module runs compiled: its functions are then not Python functions."""
     return type(running_compiled) is not types.FunctionType
+
+
+# the compiled PcapWriter writes each record header with C stores; the
+# interpreted one packs it with struct (tests/test_builds.py compares them)
+WRITES_IN_PLACE = running_compiled()
 
 
 class _PcapRecords(_Records):
@@ -619,6 +627,14 @@ def read_capture(path: str):
         return reader.linktype, records
 
 
+def _put_le32(out, value: int) -> None:
+    """Four bytes of value at out, least significant first (compiled build only)."""
+    out[0] = value & 0xFF
+    out[1] = (value >> 8) & 0xFF
+    out[2] = (value >> 16) & 0xFF
+    out[3] = (value >> 24) & 0xFF
+
+
 class PcapWriter:
     """Writes a nanosecond pcap through SafeOutput: a regular file or new path is
     written to a temporary file renamed on close; a device, FIFO, /dev/fd/N or
@@ -648,7 +664,17 @@ class PcapWriter:
             raise InputError(f"{self.path}: packet {self.packets + 1}: timestamp {ts_ns} ns cannot be stored "
                              "in a pcap file (before 1970 or after 2106)")
         ts = ts_ns                       # in range: a C integer in the compiled build
-        record = self._pack(ts // 1_000_000_000, ts % 1_000_000_000, n, n if wirelen is None else wirelen)
+        if WRITES_IN_PLACE and wirelen is None and n <= 0xFFFFFFFF:
+            # the record header's four little-endian 32-bit fields written into a
+            # new string (C stores), as the struct below packs them
+            record = PyBytes_FromStringAndSize(cython.NULL, 16)
+            out = cython.cast(cython.p_uchar, record)
+            _put_le32(out, ts // 1_000_000_000)
+            _put_le32(out + 4, ts % 1_000_000_000)
+            _put_le32(out + 8, n)
+            _put_le32(out + 12, n)
+        else:
+            record = self._pack(ts // 1_000_000_000, ts % 1_000_000_000, n, n if wirelen is None else wirelen)
         self.packets += 1
         if type(data) is not bytes:
             data = bytes(data)           # the caller may change a bytearray after we return
