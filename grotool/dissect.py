@@ -204,7 +204,7 @@ def addr_text(raw: bytes) -> str:
     """An IPv4 or IPv6 address as text (cached: captures repeat few addresses)."""
     text = _ADDR_CACHE.get(raw)
     if text is None:
-        text = _addr_format(bytes(raw))
+        text = _addr_format(raw if type(raw) is bytes else bytes(raw))
         if len(_ADDR_CACHE) < 100_000:
             _ADDR_CACHE[raw] = text
     return text

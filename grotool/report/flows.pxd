@@ -10,3 +10,5 @@ cpdef tuple _describe(linktype, data, vxlan, geneve)
 cdef class FlowNamer:
     cdef public object linktype, vxlan_ports, geneve_ports
     cdef public dict _cache
+
+    cpdef tuple name(self, key, data)

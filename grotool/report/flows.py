@@ -81,6 +81,11 @@ class FlowNamer:
         return _describe(self.linktype, data, self.vxlan_ports, self.geneve_ports)
 
     def __call__(self, key: bytes, data: bytes) -> FlowTuple:
+        return self.name(key, data)
+
+    def name(self, key: bytes, data: bytes) -> FlowTuple:
+        """The flow tuple of a packet with this engine flow identity (``key``,
+        b"" when it has none) and these bytes; a C call in the compiled build."""
         if key:
             flow = self._cache.get(key)
             if flow is None:

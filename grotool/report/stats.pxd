@@ -3,6 +3,7 @@
 # struct, so adding a delivery costs no attribute dictionary look-ups.
 import cython
 from grotool.engine.skb cimport Delivery
+from grotool.report.flows cimport FlowNamer
 
 cdef class FlowStats:
     cdef public object flow, interface, layout
@@ -19,3 +20,6 @@ cdef class StatsCollector:
     # given the engine's deliveries (replay, api): a Delivery, whose fields are read as C struct fields
     @cython.locals(fs=FlowStats, segs=cython.Py_ssize_t, reasons=dict)
     cpdef add(self, Delivery delivery)
+    # a new flow's name (add calls it once per flow; explain and the API with events too)
+    @cython.locals(flow_namer=FlowNamer)
+    cpdef tuple describe(self, delivery)

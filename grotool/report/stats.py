@@ -167,6 +167,9 @@ class StatsCollector:
     def describe(self, delivery) -> FlowTuple:
         interface = delivery.interface
         namer = self.namer if not interface else self._namer_of(interface)
+        if type(namer) is FlowNamer:
+            flow_namer = namer          # typed in the compiled build: a C call, not the call protocol
+            return flow_namer.name(delivery.key, delivery.data)
         return namer(delivery.key, delivery.data)
 
     def interface_name(self, interface: int) -> str:
