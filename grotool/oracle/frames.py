@@ -341,7 +341,8 @@ def to_ethernet(linktype: int, data: bytes) -> bytes:
     Ethernet is used as it is.  Raw IP (101, 228, 229, 12, 14) and Linux cooked
     captures (SLL 113, SLL2 276) get a fixed Ethernet header (02:00:00:00:00:01
     -> 02:00:00:00:00:02); the ethertype comes from the IP version nibble (raw:
-    4 or 6, any other version gets ethertype 0) or the SLL protocol field.  The oracle's output is Ethernet in every case.
+    4 or 6, any other version gets ethertype 0) or the SLL protocol field.  The
+    oracle's output is Ethernet in every case.
     Raises ValueError when the record is too short for its link header.
     """
     if linktype == LINKTYPE_ETHERNET:
