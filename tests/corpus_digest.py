@@ -1,7 +1,7 @@
 """Run by tests/test_builds.py in a process per build: every capture of a
-folder replayed under three hosts, one line per replay with a digest of the
-output capture and the statistics document (timings left out), or the
-one-line refusal."""
+folder replayed under three hosts, one line per replay: the frames, a digest
+of the output capture and the statistics document (timings left out), and
+the super-packets; or the one-line refusal."""
 
 import glob
 import hashlib
@@ -42,7 +42,7 @@ def main(folder: str) -> None:
                 continue
             digest = hashlib.sha256(open(out, "rb").read())
             digest.update(json.dumps(without_timings(result.document), sort_keys=True).encode())
-            print(name, n, result.frames, digest.hexdigest())
+            print(name, n, result.frames, digest.hexdigest(), result.document["totals"]["super_packets"])
 
 
 if __name__ == "__main__":
