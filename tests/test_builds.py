@@ -258,6 +258,22 @@ def test_header_words_keep_their_unsigned_values():
 CORPUS = ROOT.parent / "shared" / "corpus" / "tcpdump"
 
 
+def _digests_in_both_builds(folder) -> tuple:
+    """tests/corpus_digest.py's lines for every capture of ``folder``: (compiled, interpreted)."""
+    lines = {}
+    for pure in (False, True):
+        proc = subprocess.run([sys.executable, str(ROOT / "tests" / "corpus_digest.py"), str(folder)], cwd=ROOT,
+                              env=_env(pure), capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        lines[pure] = proc.stdout.splitlines()
+    return lines[False], lines[True]
+
+
+def _assert_same_replays(compiled, interpreted) -> None:
+    differing = [a for a, b in zip(compiled, interpreted) if a != b]
+    assert compiled == interpreted, f"{len(differing)} replays differ, first: {differing[:3]}"
+
+
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="tcpdump corpus not present next to the checkout")
 def test_both_builds_agree_on_the_tcpdump_corpus(compiled_build):
     """The compiled build reads header bytes through unchecked C pointers where
@@ -265,18 +281,11 @@ def test_both_builds_agree_on_the_tcpdump_corpus(compiled_build):
     frame and differ from the interpreted build.  Every capture of tcpdump's
     test corpus (damaged, truncated, every link type and protocol), under three
     hosts, gives the same output capture and statistics in both builds."""
-    lines = {}
-    for pure in (False, True):
-        proc = subprocess.run([sys.executable, str(ROOT / "tests" / "corpus_digest.py"), str(CORPUS)], cwd=ROOT,
-                              env=_env(pure), capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        lines[pure] = proc.stdout.splitlines()
-    compiled, interpreted = lines[False], lines[True]
+    compiled, interpreted = _digests_in_both_builds(CORPUS)
     assert len(compiled) >= 3 * 700
     replayed = [line for line in compiled if "refused:" not in line]
     assert len(replayed) >= 3 * 690 and sum(int(line.split()[2]) for line in replayed) > 10000
-    differing = [a for a, b in zip(compiled, interpreted) if a != b]
-    assert compiled == interpreted, f"{len(differing)} replays differ, first: {differing[:3]}"
+    _assert_same_replays(compiled, interpreted)
 
 
 # The compiled build writes pcap record headers with C stores and copies a
@@ -346,14 +355,7 @@ def test_both_builds_agree_on_damaged_captures(compiled_build, tmp_path):
     made = subprocess.run([sys.executable, str(ROOT / "tests" / "mutated_captures.py"), str(tmp_path), "3", "150"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert made.returncode == 0, made.stderr[-2000:]
-    lines = {}
-    for pure in (False, True):
-        proc = subprocess.run([sys.executable, str(ROOT / "tests" / "corpus_digest.py"), str(tmp_path)], cwd=ROOT,
-                              env=_env(pure), capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        lines[pure] = proc.stdout.splitlines()
-    compiled, interpreted = lines[False], lines[True]
+    compiled, interpreted = _digests_in_both_builds(tmp_path)
     assert len(compiled) == 3 * 150 and not any("refused:" in line for line in compiled)
     assert sum(int(line.split()[4]) for line in compiled) > 2500      # 3,433 super-packets for seed 3
-    differing = [a for a, b in zip(compiled, interpreted) if a != b]
-    assert compiled == interpreted, f"{len(differing)} replays differ, first: {differing[:3]}"
+    _assert_same_replays(compiled, interpreted)
