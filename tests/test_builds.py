@@ -293,7 +293,7 @@ def test_both_builds_agree_on_the_tcpdump_corpus(compiled_build):
 # struct and joins slices.  Edge cases of both, in both builds, give the bytes
 # an independent struct-and-slice construction gives.
 _WRITER_AND_JOIN = r"""
-import hashlib, os, struct, sys
+import hashlib, struct, sys
 from grotool.io.capture import PcapWriter, PCAP_TIME_LIMIT_NS
 from grotool.engine.skb import _join_pieces
 
