@@ -19,7 +19,8 @@ from .. import __version__
 from .._build import engine_build
 from ..errors import (EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_INPUT_TRUNCATED, EXIT_SIGNAL_BASE, GrotoolError,
                       Interrupted)
-from ..engine.config import DEFAULT_RSS_KEY, RSS_KEY_MIN, Settings, ipv4_max_size_for
+from ..engine.config import (DEFAULT_RSS_KEY, MAX_GRO_FLUSH_TIMEOUT_NS, MAX_POLL_NS_PER_FRAME, MAX_RX_USECS,
+                             RSS_KEY_MIN, Settings, ipv4_max_size_for)
 from ..report.flows import flow_label
 
 if TYPE_CHECKING:
@@ -258,15 +259,15 @@ from .hostopts import host_options, host_settings, layout_option  # noqa: E402
 @click.option("--rss", "veth_rss", is_flag=True,
               help="veth: give each frame the RSS hash the nic device computes, spreading flows over the "
                    "8 GRO buckets (the conditions of grotool kernel --rss); nic always hashes.")
-@click.option("--rx-usecs", type=click.IntRange(0, 1_000_000), default=8, show_default=True,
+@click.option("--rx-usecs", type=click.IntRange(0, MAX_RX_USECS), default=8, show_default=True,
               help="nic: interrupt moderation delay (ethtool -C rx-usecs).")
 @click.option("--rx-frames", type=click.IntRange(0, 1_000_000), default=32, show_default=True,
               help="nic: interrupt after this many frames (ethtool -C rx-frames; 0 off).")
-@click.option("--gro-flush-timeout", type=click.IntRange(0, 10**10), default=0, show_default=True,
+@click.option("--gro-flush-timeout", type=click.IntRange(0, MAX_GRO_FLUSH_TIMEOUT_NS), default=0, show_default=True,
               help="nic: /sys/class/net/DEV/gro_flush_timeout in ns.")
 @click.option("--napi-defer-hard-irqs", type=click.IntRange(0, 1 << 31), default=0, show_default=True,
               help="nic: /sys/class/net/DEV/napi_defer_hard_irqs.")
-@click.option("--poll-ns-per-frame", type=click.IntRange(0, 10**9), default=0, show_default=True,
+@click.option("--poll-ns-per-frame", type=click.IntRange(0, MAX_POLL_NS_PER_FRAME), default=0, show_default=True,
               help="nic: time a poll spends per frame; frames arriving meanwhile join the running poll "
                    "(0: polls take no time).")
 @click.option("--json", "json_path", metavar="FILE", default=None, help="Write the statistics document ('-': stdout).")

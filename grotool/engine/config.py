@@ -18,6 +18,14 @@ GRO_LEGACY_MAX_SIZE = 65536          # netdevice.h
 GRO_MAX_SIZE = 8 * 65535             # netdevice.h: the largest gro_max_size accepted
 GRO_HASH_BUCKETS = 8                 # netdevice.h
 MAX_GRO_SKBS = 8                     # gro.c: held packets per bucket
+# frame timestamps (ns since 1970) the engine takes: the NIC model's clock is a
+# 64-bit integer; 2**62 ns is 146 years, so years 1824 to 2116
+TIMESTAMP_LIMIT_NS = 1 << 62
+# upper bounds of the NIC model's delays (the CLI's option ranges): with frame
+# timestamps below 2**62 ns, the 64-bit clock of napi.py cannot overflow
+MAX_RX_USECS = 1_000_000
+MAX_GRO_FLUSH_TIMEOUT_NS = 10 ** 10
+MAX_POLL_NS_PER_FRAME = 10 ** 9
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,11 @@ class Settings:
             raise ValueError("poll_ns_per_frame must not be negative")
         if self.rx_usecs < 0 or self.rx_frames < 0 or self.gro_flush_timeout < 0 or self.napi_defer_hard_irqs < 0:
             raise ValueError("moderation and deferral knobs must not be negative")
+        # the NIC model's 64-bit clock (napi.py): a timestamp plus any of these stays in range
+        for name, limit in (("rx_usecs", MAX_RX_USECS), ("gro_flush_timeout", MAX_GRO_FLUSH_TIMEOUT_NS),
+                            ("poll_ns_per_frame", MAX_POLL_NS_PER_FRAME)):
+            if getattr(self, name) > limit:
+                raise ValueError(f"{name} must be at most {limit:,}")
         if self.gro_normal_batch < 1:
             raise ValueError("gro_normal_batch must be at least 1")
         for name in ("udp_gro_sockets", "vxlan_ports", "geneve_ports"):

@@ -31,12 +31,30 @@ else:
     from ._interpreted import cython
 
 from . import csum
-from .config import Settings
+from .config import TIMESTAMP_LIMIT_NS, Settings
 from .gro import GroNode
 from .rss import Toeplitz, hash_input
 from .skb import Delivery, Skb, Stats
 
 NS_PER_S = 1_000_000_000
+# The NIC model's clock is a 64-bit integer of nanoseconds (a C integer in the
+# compiled build).  Frame timestamps must lie in [-TS_LIMIT, TS_LIMIT); the
+# settings' delays are bounded (config.py) so that a timestamp plus a delay
+# stays below NEVER, which means "no event".
+TS_LIMIT = TIMESTAMP_LIMIT_NS
+NEVER = (1 << 63) - 1
+# what the next event of a queue is (NicDevice.next_kind)
+EVENT_IRQ = 0
+EVENT_TIMER = 1
+EVENT_STEP = 2
+
+
+def jiffies_at(now: int, hz: int) -> int:
+    """The jiffy count at `now` ns, floor(now * hz / 1e9), without the product
+    leaving 64 bits."""
+    return now // NS_PER_S * hz + now % NS_PER_S * hz // NS_PER_S
+
+
 # Frames shorter than this are left to tcp.py's per-frame checksum (cheap for them).
 CSUM_PRIME_MIN_LEN = 256
 
@@ -182,10 +200,10 @@ class _Queue:
         self.gro = gro
         self.ring: List[Skb] = []            # frames the NIC has written, oldest first
         self.irq_enabled = True
-        self.irq_at: Optional[int] = None
-        self.timer_at: Optional[int] = None
+        self.irq_at = NEVER
+        self.timer_at = NEVER
         self.defer_count = 0
-        self.poll_at: Optional[int] = None   # with a per-frame poll cost: when the running poll takes its next frame
+        self.poll_at = NEVER                 # with a per-frame poll cost: when the running poll takes its next frame
         self.work = 0
         self.timer_poll = False
 
@@ -217,15 +235,21 @@ class NicDevice:
         self.gro_flush_timeout = settings.gro_flush_timeout
         self.napi_defer_hard_irqs = settings.napi_defer_hard_irqs
         self.primer = make_primer(settings, stats)
-        self.next_at: Optional[int] = None     # earliest pending IRQ or timer, any queue
+        self.next_at = NEVER                   # earliest pending event, any queue
+        self.next_kind = EVENT_IRQ             # its kind, as _next_event leaves it
 
     # -- arrival ------------------------------------------------------------------
     def feed(self, skb: Skb) -> None:
-        ts = skb.ts
+        stamp = skb.ts
+        if type(stamp) is not int:
+            raise TypeError(f"frame {skb.index}: timestamp {stamp!r} is not an int of nanoseconds")
+        ts = stamp
+        if not -TS_LIMIT <= ts < TS_LIMIT:
+            raise OverflowError(f"frame {skb.index}: timestamp {ts} ns is outside the NIC model's clock "
+                                "(-2**62 to 2**62 ns: years 1824 to 2116)")
         if ts < self.now:
             ts = self.now                                # clamp a clock going backwards
-        next_at = self.next_at
-        if next_at is not None and next_at < ts:
+        if self.next_at < ts:
             self._run_until(ts, inclusive=False)
         self.now = ts
         if cython.compiled:
@@ -248,61 +272,66 @@ class NicDevice:
         ring.append(skb)
         if q.irq_enabled:
             irq_at = q.irq_at
-            if irq_at is None:
+            if irq_at == NEVER:
                 irq_at = ts + self.rx_usecs_ns
             # at once without moderation delay, or when rx_frames are waiting
             if len(ring) >= self.irq_frames:
                 irq_at = ts
             q.irq_at = irq_at
-            next_at = self.next_at
-            if next_at is None or irq_at < next_at:
-                self.next_at = next_at = irq_at
-        else:
-            next_at = self.next_at
-        if next_at is not None and next_at <= ts:
+            if irq_at < self.next_at:
+                self.next_at = irq_at
+        if self.next_at <= ts:
             self._run_until(ts, inclusive=True)
 
     def finish(self) -> None:
-        self._run_until(None, inclusive=True)
+        self._run_until(NEVER, inclusive=True)
         for q in self.queues:
             q.gro.flush_normal(False, "end_of_capture")
 
     # -- events -------------------------------------------------------------------
-    def _next_event(self):
+    def _next_event(self) -> Optional[_Queue]:
+        """The queue whose event comes first (irq, then timer, then poll step on a
+        tie, lower queues first); its time and kind are left in next_at and
+        next_kind.  None, with next_at NEVER, when nothing is pending."""
         best = None
+        at = NEVER
+        kind = EVENT_IRQ
         for q in self.queues:
-            if q.irq_at is not None and (best is None or q.irq_at < best[0]):
-                best = (q.irq_at, "irq", q)
-            if q.timer_at is not None and (best is None or q.timer_at < best[0]):
-                best = (q.timer_at, "timer", q)
-            if q.poll_at is not None and (best is None or q.poll_at < best[0]):
-                best = (q.poll_at, "step", q)
-        self.next_at = best[0] if best else None
+            if q.irq_at < at:
+                best, at, kind = q, q.irq_at, EVENT_IRQ
+            if q.timer_at < at:
+                best, at, kind = q, q.timer_at, EVENT_TIMER
+            if q.poll_at < at:
+                best, at, kind = q, q.poll_at, EVENT_STEP
+        self.next_at = at
+        self.next_kind = kind
         return best
 
-    def _run_until(self, limit: Optional[int], inclusive: bool) -> None:
+    def _run_until(self, limit: int, inclusive: bool) -> None:
+        """Run the events due before `limit` (and at it, with inclusive); NEVER: all."""
         while True:
-            ev = self._next_event()
-            if ev is None:
+            q = self._next_event()
+            if q is None:
                 return
-            at, kind, q = ev
-            if limit is not None and (at > limit or (at == limit and not inclusive)):
+            at = self.next_at
+            if at > limit or (at == limit and not inclusive):
                 return
             if at > self.now:
                 self.now = at
-            if kind == "step":
+            kind = self.next_kind
+            if kind == EVENT_STEP:
                 self._step(q, at)
                 continue
-            if kind == "irq":
-                q.irq_at = None
+            if kind == EVENT_IRQ:
+                q.irq_at = NEVER
                 q.irq_enabled = False        # the driver masks its IRQ and schedules NAPI
                 self.stats.irqs += 1
                 timer = False
             else:
-                q.timer_at = None            # napi_watchdog schedules the poll
+                q.timer_at = NEVER           # napi_watchdog schedules the poll
                 self.stats.timer_polls += 1
                 timer = True
-            if q.poll_at is not None:
+            if q.poll_at != NEVER:
                 continue                     # already polling: napi_schedule finds it scheduled
             if self.cost:
                 self._start_poll(q, at, timer)
@@ -321,7 +350,7 @@ class NicDevice:
         """One frame of a running poll at `now`, or its end when the ring is empty.
         Frames that arrive while the poll runs join it, up to the budget."""
         gro = q.gro
-        gro.jiffies = now * self.hz // NS_PER_S
+        gro.jiffies = jiffies_at(now, self.hz)
         if q.ring:
             gro.receive(q.ring.pop(0))
             q.work += 1
@@ -330,13 +359,13 @@ class NicDevice:
                 budget_exhausted(gro, self.hz)
                 self._start_poll(q, q.poll_at, False)
             return
-        q.poll_at = None
+        q.poll_at = NEVER
         self._complete_done(q, now, q.work, q.timer_poll)
 
     def _poll(self, q: _Queue, now: int, timer: bool) -> None:
         """A poll that takes no time: it sees exactly the frames already in the ring."""
         gro = q.gro
-        gro.jiffies = now * self.hz // NS_PER_S
+        gro.jiffies = jiffies_at(now, self.hz)
         while True:
             self.stats.polls += 1
             gro.poll += 1

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, BinaryIO, Iterator, Optional, Tuple
 if TYPE_CHECKING:
     import cython        # read by the Cython compiler only: PcapWriter's compiled record header
 
+from ..engine.config import TIMESTAMP_LIMIT_NS
 from ..errors import InputError
 from .safe_output import SafeOutput
 
@@ -564,7 +565,8 @@ class CaptureReader:
                     ts = ts_units * 1_000_000_000 // units
                 index += 1
                 self._records_read = index
-                yield (ts + toff, body[data_at:data_at + caplen], wirelen, self._section_base + ifid)
+                yield (self._timestamp(ts + toff, index, off), body[data_at:data_at + caplen], wirelen,
+                       self._section_base + ifid)
             elif btype == 2:  # obsolete Packet Block
                 if len(body) < 20:
                     raise InputError(f"{self.name}: packet block too short at byte offset {off}")
@@ -577,9 +579,17 @@ class CaptureReader:
                 _, units, toff = interfaces[ifid]
                 index += 1
                 self._records_read = index
-                yield (((hi << 32) | lo) * 1_000_000_000 // units + toff, body[20:20 + caplen], wirelen,
-                       self._section_base + ifid)
+                yield (self._timestamp(((hi << 32) | lo) * 1_000_000_000 // units + toff, index, off),
+                       body[20:20 + caplen], wirelen, self._section_base + ifid)
             # other blocks (name resolution, statistics, custom, DSB) are skipped
+
+    def _timestamp(self, ts: int, index: int, off: int) -> int:
+        """A pcapng packet's timestamp in ns, refused outside what the engine's
+        clock takes (a pcap file's always fit)."""
+        if not -TIMESTAMP_LIMIT_NS <= ts < TIMESTAMP_LIMIT_NS:
+            raise InputError(f"{self.name}: packet {index} at byte offset {off}: timestamp {ts} ns is outside "
+                             "the years 1824 to 2116 that grotool takes")
+        return ts
 
     # -- public ----------------------------------------------------------------
     def __iter__(self) -> Iterator[Record]:
