@@ -42,6 +42,7 @@ NS_PER_S = 1_000_000_000
 # settings' delays are bounded (config.py) so that a timestamp plus a delay
 # stays below NEVER, which means "no event".
 TS_LIMIT = TIMESTAMP_LIMIT_NS
+TS_MIN = -TIMESTAMP_LIMIT_NS
 NEVER = (1 << 63) - 1
 # what the next event of a queue is (NicDevice.next_kind)
 EVENT_IRQ = 0
@@ -244,7 +245,7 @@ class NicDevice:
         if type(stamp) is not int:
             raise TypeError(f"frame {skb.index}: timestamp {stamp!r} is not an int of nanoseconds")
         ts = stamp
-        if not -TS_LIMIT <= ts < TS_LIMIT:
+        if not TS_MIN <= ts < TS_LIMIT:
             raise OverflowError(f"frame {skb.index}: timestamp {ts} ns is outside the NIC model's clock "
                                 "(-2**62 to 2**62 ns: years 1824 to 2116)")
         if ts < self.now:
