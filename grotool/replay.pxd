@@ -10,8 +10,9 @@ from grotool.report.stats cimport StatsCollector
 
 @cython.locals(d=Delivery)
 cpdef _deliver(list out, fix, StatsCollector collector, after, PcapWriter writer)
-@cython.locals(ifid=cython.Py_ssize_t, last_ifid=cython.Py_ssize_t, fcs=cython.Py_ssize_t,
-               limit=cython.Py_ssize_t, wirelen=cython.Py_ssize_t, over_mtu=cython.Py_ssize_t, out=list)
+@cython.locals(ts=cython.longlong, last_ts=cython.longlong, ifid=cython.Py_ssize_t, last_ifid=cython.Py_ssize_t,
+               fcs=cython.Py_ssize_t, limit=cython.Py_ssize_t, wirelen=cython.Py_ssize_t, over_mtu=cython.Py_ssize_t,
+               out=list)
 cpdef tuple _feed_records(_Records records, Engine engine, fix, StatsCollector collector, after, PcapWriter writer,
                           interface, verifier, Py_ssize_t mtu, reader)
 cdef dict LINK_HEADER_BYTES

@@ -181,7 +181,8 @@ def _feed_records(records, engine, fix, collector, after, writer, interface, ver
     ``interface(ifid)`` gives an interface's (link type, FCS bytes, longest
     frame within the MTU).  Returns (first timestamp, last timestamp, frames
     over the MTU, (record number, length) of the first of those)."""
-    first_ts = last_ts = None
+    first_ts = None
+    last_ts = 0
     over_mtu = 0
     first_over_mtu = None
     last_ifid = -1
@@ -205,12 +206,13 @@ def _feed_records(records, engine, fix, collector, after, writer, interface, ver
         last_ts = ts
         if verifier is not None:
             verifier.add_input(data)
-        out = engine.receive(ts, data, wirelen, ifid)
+        # the readers' timestamps are ints within the engine's clock
+        out = engine.receive_record(ts, data, wirelen, ifid)
         if out:
             _deliver(out, fix, collector, after, writer)
             out.clear()
         data = records.next_data()
-    return first_ts, last_ts, over_mtu, first_over_mtu
+    return first_ts, last_ts if first_ts is not None else None, over_mtu, first_over_mtu
 
 
 def replay(input_path: str, output_path: Optional[str], settings: Settings,

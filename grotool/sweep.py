@@ -123,7 +123,7 @@ def _measure(task: SweepTask) -> dict:
                 data = data[:-fcs]
                 wirelen -= fcs
             arrivals.append(ts)
-            out = engine.receive(ts, data, wirelen, ifid)
+            out = engine.receive_record(ts, data, wirelen, ifid)     # a reader's timestamp: in range
             if out:
                 take(out)
                 out.clear()

@@ -4,6 +4,8 @@ from grotool.engine.link cimport LinkLayer
 from grotool.engine.napi cimport NicDevice, VethDevice
 from grotool.engine.skb cimport Stats
 
+cdef long long TS_LIMIT, TS_MIN
+
 cdef class Engine:
     cdef dict __dict__
     cdef public object settings, device, _device_feed, _event_sink
@@ -17,5 +19,7 @@ cdef class Engine:
     cdef public dict _others, interface_linktypes
     @cython.locals(out=list, result=list)
     cpdef list feed(self, ts, data, Py_ssize_t wirelen=*, Py_ssize_t interface=*)
-    @cython.locals(index=Py_ssize_t, out=list)
     cpdef list receive(self, ts, data, Py_ssize_t wirelen=*, Py_ssize_t interface=*)
+    @cython.locals(index=Py_ssize_t, out=list)
+    cpdef list receive_record(self, long long ts, data, Py_ssize_t wirelen=*, Py_ssize_t interface=*)
+    cpdef _advance_devices(self, long long ts, Py_ssize_t interface)

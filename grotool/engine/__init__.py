@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
-from .config import Settings
+from .config import TIMESTAMP_LIMIT_NS, Settings
 from .link import LinkLayer
 from .napi import NicDevice, VethDevice
 from .reasons import REASONS
@@ -21,6 +21,9 @@ from .skb import Delivery, Stats
 
 __all__ = ["Engine", "Settings", "Delivery", "Stats", "REASONS", "Event", "simulate"]
 
+
+TS_LIMIT = TIMESTAMP_LIMIT_NS
+TS_MIN = -TIMESTAMP_LIMIT_NS
 
 class Engine:
     """One capture's receive path.  Each capture interface (pcapng) is its own
@@ -88,7 +91,8 @@ class Engine:
         return feed
 
     def feed(self, ts: int, data: bytes, wirelen: int = -1, interface: int = 0) -> List[Delivery]:
-        """Receive one captured frame; returns the deliveries it caused (often none)."""
+        """Receive one captured frame; returns the deliveries it caused (often none).
+        ``ts``: an int of nanoseconds in [-2**62, 2**62) (TypeError, OverflowError)."""
         out = self.receive(ts, data, wirelen, interface)
         if not out:
             return []
@@ -100,6 +104,18 @@ class Engine:
         """feed() without the copy, for per-frame loops: returns the engine's own
         list of deliveries not yet taken (often empty).  The caller takes them
         and clears the list before feeding the next frame."""
+        # the engine's clock is a 64-bit integer (napi.py): a float or an int
+        # beyond it is refused, in both builds alike
+        if type(ts) is not int:
+            raise TypeError(f"frame {self._index + 1}: timestamp {ts!r} is not an int of nanoseconds")
+        if not TS_MIN <= ts < TS_LIMIT:
+            raise OverflowError(f"frame {self._index + 1}: timestamp {ts} ns is outside the engine's clock "
+                                "(-2**62 to 2**62 ns: years 1824 to 2116)")
+        return self.receive_record(ts, data, wirelen, interface)
+
+    def receive_record(self, ts: int, data: bytes, wirelen: int = -1, interface: int = 0) -> List[Delivery]:
+        """receive() for a timestamp known to be an int within the clock's range,
+        as grotool's capture readers give them."""
         index = self._index
         self._index = index + 1
         self.stats.frames = index + 1       # frames fed so far

@@ -7,4 +7,4 @@ cdef class LinkLayer:
     cdef public Py_ssize_t l2_len
     cdef public Py_ssize_t proto_at
     @cython.locals(l2=Py_ssize_t, at=Py_ssize_t, raw="const unsigned char *", skb=Skb)
-    cpdef Skb make(self, data, ts, Py_ssize_t index)
+    cpdef Skb make(self, data, long long ts, Py_ssize_t index)

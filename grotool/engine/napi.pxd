@@ -5,7 +5,7 @@ from grotool.engine.skb cimport Skb, Stats
 from grotool.engine.gro cimport GroNode
 from grotool.engine.rss cimport Toeplitz, hash_input
 
-cdef long long TS_LIMIT, TS_MIN, NEVER, NS_PER_S
+cdef long long NEVER, NS_PER_S
 cdef int EVENT_IRQ, EVENT_TIMER, EVENT_STEP
 
 cpdef long long jiffies_at(long long now, long hz)

@@ -1,6 +1,7 @@
 # Cython declarations for skb.py (used only by the compiled build): every Skb
 # field becomes a typed C field.  Offsets, lengths and small counters are
-# C integers (bounded by the frame and aggregate sizes); timestamps, jiffies,
+# C integers (bounded by the frame and aggregate sizes), and so is the frame's
+# timestamp (bounded by the engine's clock); a delivery's timestamp, jiffies,
 # the flush reason and the checksum sum stay Python objects.  No rule lives here.
 cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize
@@ -8,7 +9,7 @@ from libc.string cimport memcpy
 
 cdef class Skb:
     cdef public bytes data
-    cdef public object ts
+    cdef public long long ts
     cdef public Py_ssize_t index
     cdef public long long hash
     cdef public Py_ssize_t l2_len
@@ -94,7 +95,7 @@ cpdef bytes settled_key(Skb skb)
                dst=cython.p_uchar, src=cython.p_uchar, at=Py_ssize_t)
 cpdef bytes _join_pieces(tuple pieces, Py_ssize_t header_len, tuple merged_lens)
 
-cpdef _init_skb(Skb skb, bytes data, object ts, Py_ssize_t index, Py_ssize_t l2_len, long long hash_,
+cpdef _init_skb(Skb skb, bytes data, long long ts, Py_ssize_t index, Py_ssize_t l2_len, long long hash_,
                 int protocol, bytes key)
 @cython.locals(skb=Skb)
-cpdef Skb new_skb(bytes data, object ts, Py_ssize_t index, Py_ssize_t l2_len, int protocol, bytes key)
+cpdef Skb new_skb(bytes data, long long ts, Py_ssize_t index, Py_ssize_t l2_len, int protocol, bytes key)

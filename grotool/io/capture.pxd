@@ -5,7 +5,7 @@ import cython
 from cpython.bytes cimport PyBytes_FromStringAndSize
 
 cdef class _Records:
-    cdef public object ts
+    cdef public long long ts
     cdef public Py_ssize_t wirelen, interface
     cpdef next_data(self)
 
