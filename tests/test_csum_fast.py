@@ -13,8 +13,9 @@
 * the pseudo-header sums tcp.py uses reduce and fold like csum.pseudo4/pseudo6;
 * the byte readers whose compiled and interpreted bodies differ (csum.ip_header_ok,
   tcp.word32, tcp.same_bytes) give the straightforward answers, at every offset;
-* skb.extend_key (the compiled build copies ranges into one new string) gives
-  exactly the concatenated slices, ranges running past the data included;
+* skb.extend_key (the compiled build copies ranges into one new string), after
+  ranges skb.defer_key left waiting or none, gives exactly the concatenated
+  slices, ranges running past the data included;
 * the RSS hash input and the Toeplitz hash match the straightforward versions;
 * PcapWriter's gathered writes survive short writes byte for byte.
 
@@ -155,14 +156,17 @@ def test_word32_and_same_bytes_read_what_slicing_reads():
     assert tcp.same_bytes(b"abc", 1, b"xbc", 1, 2) is True and tcp.same_bytes(b"abc", 0, b"xbc", 0, 3) is False
 
 
-def _extended(key, data, head, at, n, at2=0, n2=0):
+def _extended(key, data, head, at, n, at2=0, n2=0, deferred=()):
     frame = skb.Skb(data, 0, 0, 0, key=key)
     frame.key_from_frame = head
+    if deferred:
+        skb.defer_key(frame, *deferred)
+        assert frame.key == key
     if n2 or at2:
         skb.extend_key(frame, data, at, n, at2, n2)
     else:
         skb.extend_key(frame, data, at, n)
-    assert frame.key_from_frame == 0
+    assert (frame.key_from_frame, frame.key_n, frame.key_n2) == (0, 0, 0)
     return frame.key
 
 
@@ -174,17 +178,27 @@ def test_extend_key_appends_the_concatenated_slices():
         # pending link header bytes, offsets and lengths inside, at the edge of and past the data
         head = rng.choice((0, 0, 14, 18, rng.randrange(0, 100)))
         at, n = rng.randrange(0, 100), rng.randrange(0, 20)
+        # ranges a layer deferred (IPv4's addresses and protocol), sometimes
+        deferred = ()
+        waiting = b""
+        if rng.random() < 0.5:
+            d0, m0, d1, m1 = (rng.randrange(0, 100), rng.randrange(0, 20), rng.randrange(0, 100),
+                              rng.choice((0, 1, rng.randrange(0, 20))))
+            deferred = (d0, m0, d1, m1)
+            waiting = data[d0:d0 + m0] + data[d1:d1 + m1]
         if rng.random() < 0.5:
             at2, n2 = rng.randrange(0, 100), rng.randrange(0, 20)
-            got = _extended(key, data, head, at, n, at2, n2)
-            assert got == key + data[:head] + data[at:at + n] + data[at2:at2 + n2], (len(data), head, at, n, at2, n2)
+            got = _extended(key, data, head, at, n, at2, n2, deferred)
+            assert got == key + data[:head] + waiting + data[at:at + n] + data[at2:at2 + n2], \
+                (len(data), head, deferred, at, n, at2, n2)
         else:
-            got = _extended(key, data, head, at, n)
-            assert got == key + data[:head] + data[at:at + n], (len(data), head, at, n)
+            got = _extended(key, data, head, at, n, deferred=deferred)
+            assert got == key + data[:head] + waiting + data[at:at + n], (len(data), head, deferred, at, n)
         assert type(got) is bytes
     assert _extended(b"k", b"abcdef", 0, 2, 2, 0, 1) == b"kcda"
     assert _extended(b"", b"abcdef", 3, 4, 2) == b"abcef"
     assert _extended(b"", b"", 0, 0, 0) == b""
+    assert _extended(b"k", b"abcdef", 1, 5, 1, deferred=(3, 1, 2, 1)) == b"kadcf"
 
 
 def test_settled_key_takes_the_pending_link_header_once():
@@ -192,6 +206,19 @@ def test_settled_key_takes_the_pending_link_header_once():
     frame.key_from_frame = 4
     assert skb.settled_key(frame) == b"0123" and frame.key_from_frame == 0
     assert skb.settled_key(frame) == b"0123" and frame.key == b"0123"
+
+
+def test_deferred_ranges_join_the_key_in_order():
+    """IP in IP defers twice: the first ranges join before the second wait."""
+    frame = skb.Skb(b"0123456789", 0, 0, 2)
+    frame.key_from_frame = 2
+    skb.defer_key(frame, 4, 2, 9, 1)
+    assert frame.key == b""
+    skb.defer_key(frame, 6, 1)
+    assert frame.key == b"01459" and (frame.key_at, frame.key_n, frame.key_n2) == (6, 1, 0)
+    assert skb.settled_key(frame) == b"014596" and skb.settled_key(frame) == b"014596"
+    skb.extend_key(frame, frame.data, 8, 2)
+    assert frame.key == b"01459689"
 
 
 # ------------------------------------------------------------------------------------------

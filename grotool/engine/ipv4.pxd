@@ -1,6 +1,6 @@
 # Cython declarations for ipv4.py (compiled build only): see tcp.pxd.
 cimport cython
-from grotool.engine.skb cimport Skb, extend_key
+from grotool.engine.skb cimport Skb, defer_key
 from grotool.engine.csum cimport ip_header_ok, replace16
 from grotool.engine.tcp cimport tcp4_gro_complete, tcp4_gro_receive
 

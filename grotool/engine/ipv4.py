@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .csum import ip_header_ok, replace16
 from .offloads import GRO_RECURSION_LIMIT, INET_OFFLOADS
-from .skb import extend_key
+from .skb import defer_key
 from .tcp import tcp4_gro_complete, tcp4_gro_receive
 
 IP_DF = 0x4000
@@ -51,8 +51,8 @@ def inet_gro_receive(bucket, skb, gro):
             skb.flush = "ip_len_mismatch"
         elif frag_off & IP_RESERVED:
             skb.flush = "ip_reserved_flag"
-    # same flow: saddr, daddr, protocol
-    extend_key(skb, data, off + 12, 8, off + 9, 1)
+    # same flow: saddr, daddr, protocol (copied into the key by the next layer's extend_key)
+    defer_key(skb, off + 12, 8, off + 9, 1)
     mark = skb.encap_mark
     if not mark:
         skb.outer_family = 4

@@ -19,6 +19,10 @@ cdef class Skb:
     cdef public int proto
     cdef public bytes key
     cdef public Py_ssize_t key_from_frame
+    cdef public Py_ssize_t key_at
+    cdef public Py_ssize_t key_n
+    cdef public Py_ssize_t key_at2
+    cdef public Py_ssize_t key_n2
     cdef public Py_ssize_t count
     cdef public Py_ssize_t network_offsets[2]
     cdef public int encap_mark
@@ -85,10 +89,10 @@ cpdef Delivery new_super_packet(object ts, bytearray header, bytes first, list m
                                 str reason, tuple indices, bytes key, Py_ssize_t gso_size, tuple gso_type,
                                 Py_ssize_t payload, Py_ssize_t queue, Py_ssize_t poll, str layer,
                                 Py_ssize_t l2_len, Py_ssize_t header_len, tuple merged_lens, bint fraglist)
-@cython.locals(head=Py_ssize_t, key=bytes, size=Py_ssize_t, k=Py_ssize_t, out=bytes, dst=cython.p_uchar,
-               src=cython.p_uchar)
+@cython.locals(head=Py_ssize_t, key=bytes, at0=Py_ssize_t, n0=Py_ssize_t, at1=Py_ssize_t, n1=Py_ssize_t,
+               size=Py_ssize_t, k=Py_ssize_t, out=bytes, dst=cython.p_uchar, src=cython.p_uchar)
 cpdef void extend_key(Skb skb, bytes data, Py_ssize_t at, Py_ssize_t n, Py_ssize_t at2=*, Py_ssize_t n2=*)
-@cython.locals(head=Py_ssize_t)
+cpdef void defer_key(Skb skb, Py_ssize_t at, Py_ssize_t n, Py_ssize_t at2=*, Py_ssize_t n2=*)
 cpdef bytes settled_key(Skb skb)
 @cython.locals(header=bytearray, first=bytes, merged_frames=list, parts=list, i=Py_ssize_t,
                frame=bytes, n=Py_ssize_t, count=Py_ssize_t, total=Py_ssize_t, whole=bint, out=bytes,

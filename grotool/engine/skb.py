@@ -44,6 +44,8 @@ class Skb:
         "key",           # same-flow identity: the header bytes every layer compares
         "key_from_frame",  # the frame's first bytes (its link header) that belong to the key
                            # but are not copied into it yet: the first extend_key copies them
+        "key_at", "key_n", "key_at2", "key_n2",   # two more ranges of the frame waiting to join
+                                                  # the key after those (defer_key)
         "count",         # segments (1 for a received frame)
         "network_offsets",  # [outer, inner] L3 header offsets (from the frame start)
         "encap_mark",
@@ -94,6 +96,10 @@ def _init_skb(skb, data, ts, index, l2_len, hash_, protocol, key) -> None:
     skb.proto = 0
     skb.key = key
     skb.key_from_frame = 0
+    skb.key_at = 0
+    skb.key_n = 0
+    skb.key_at2 = 0
+    skb.key_n2 = 0
     skb.count = 1
     skb.network_offsets = [l2_len, l2_len]
     skb.encap_mark = 0
@@ -249,43 +255,66 @@ def new_super_packet(ts, header, first, merged_frames, segs, reason, indices, ke
 
 def extend_key(skb, data, at, n, at2=0, n2=0) -> None:
     """skb.key += data[at:at + n] + data[at2:at2 + n2]: a layer's compared
-    header bytes appended to the flow identity.  The link header's bytes, still
-    pending in skb.key_from_frame, go in first.  The compiled build copies the
+    header bytes appended to the flow identity (``data`` is skb.data).  The
+    bytes still waiting go in first: the link header's (skb.key_from_frame)
+    and a deferred layer's ranges (defer_key).  The compiled build copies the
     ranges into one new string instead of joining slices; ranges not wholly in
     data take the slicing path, so both builds give the same bytes."""
     head = skb.key_from_frame
     key = skb.key
+    at0 = skb.key_at
+    n0 = skb.key_n
+    at1 = skb.key_at2
+    n1 = skb.key_n2
+    skb.key_from_frame = 0
+    skb.key_n = 0
+    skb.key_n2 = 0
     if cython.compiled:
         size = len(data)
-        if (head <= size and 0 <= at and 0 <= n and at + n <= size and 0 <= at2 and 0 <= n2
+        if (head <= size and 0 <= at0 and 0 <= n0 and at0 + n0 <= size and 0 <= at1 and 0 <= n1
+                and at1 + n1 <= size and 0 <= at and 0 <= n and at + n <= size and 0 <= at2 and 0 <= n2
                 and at2 + n2 <= size):
             k = len(key)
-            out = PyBytes_FromStringAndSize(cython.NULL, k + head + n + n2)
+            out = PyBytes_FromStringAndSize(cython.NULL, k + head + n0 + n1 + n + n2)
             dst = out
             src = data
             memcpy(dst, cython.cast(cython.p_uchar, key), k)
-            memcpy(dst + k, src, head)
-            memcpy(dst + k + head, src + at, n)
-            memcpy(dst + k + head + n, src + at2, n2)
+            dst += k
+            memcpy(dst, src, head)
+            dst += head
+            memcpy(dst, src + at0, n0)
+            dst += n0
+            memcpy(dst, src + at1, n1)
+            dst += n1
+            memcpy(dst, src + at, n)
+            memcpy(dst + n, src + at2, n2)
             skb.key = out
-            skb.key_from_frame = 0
             return
-    if head:
-        key = key + data[:head]
-        skb.key_from_frame = 0
-    if n2:
-        skb.key = b"".join((key, data[at:at + n], data[at2:at2 + n2]))
+    if head or n0 or n1 or n2:
+        skb.key = b"".join((key, data[:head], data[at0:at0 + n0], data[at1:at1 + n1], data[at:at + n],
+                            data[at2:at2 + n2]))
     else:
         skb.key = key + data[at:at + n]
 
 
+def defer_key(skb, at, n, at2=0, n2=0) -> None:
+    """extend_key(skb, skb.data, at, n, at2, n2), postponed: the ranges wait
+    with the link header's bytes for the next extend_key or settled_key, which
+    copies them all into one new string.  For IPv4, whose next layer extends
+    or settles the key before anything reads it."""
+    if skb.key_n or skb.key_n2:
+        extend_key(skb, skb.data, 0, 0)      # ranges already waiting (IP in IP) join first
+    skb.key_at = at
+    skb.key_n = n
+    skb.key_at2 = at2
+    skb.key_n2 = n2
+
+
 def settled_key(skb) -> bytes:
-    """skb.key with the link header's pending bytes (skb.key_from_frame) in it,
-    for a layer that builds its key bytes itself."""
-    head = skb.key_from_frame
-    if head:
-        skb.key = skb.key + skb.data[:head]
-        skb.key_from_frame = 0
+    """skb.key with the bytes still waiting (the link header's, a deferred
+    layer's) in it, for a layer that builds its key bytes itself."""
+    if skb.key_from_frame or skb.key_n or skb.key_n2:
+        extend_key(skb, skb.data, 0, 0)
     return skb.key
 
 
