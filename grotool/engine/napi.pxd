@@ -1,7 +1,7 @@
 # Cython declarations for napi.py (compiled build only): the device models'
 # per-frame state as typed fields.  Both devices keep an instance dict.
 cimport cython
-from grotool.engine.skb cimport Skb, Stats
+from grotool.engine.skb cimport Delivery, Skb, Stats
 from grotool.engine.gro cimport GroNode
 from grotool.engine.rss cimport Toeplitz, hash_input
 
@@ -34,7 +34,7 @@ cdef class _Queue:
 
 cdef class NicDevice:
     cdef dict __dict__
-    cdef public object settings, primer, single_queue
+    cdef public object settings, primer, single_queue, _to_stack
     cdef public long long now, next_at
     cdef public int next_kind
     cdef public Toeplitz toeplitz
@@ -47,6 +47,8 @@ cdef class NicDevice:
     cdef public Py_ssize_t rx_frames, irq_frames, budget
     cdef public long hz
     cdef public long long cost
+    @cython.locals(d=Delivery)
+    cpdef deliver(self, list batch)
     @cython.locals(q=_Queue, tup=bytes, ring=list, h="long long", ts="long long", irq_at="long long")
     cpdef feed(self, Skb skb)
     @cython.locals(q=_Queue, ring=list, batch=list, work=Py_ssize_t, gro=GroNode)

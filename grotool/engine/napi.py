@@ -211,15 +211,8 @@ class NicDevice:
     def __init__(self, settings: Settings, stats: Stats, deliver: Callable[[List[Delivery]], None]):
         self.settings = settings
         self.stats = stats
-
-        # every batch GRO hands to the stack (gro_normal_list) carries the
-        # device's clock: Delivery.delivered_ns, once per delivery, not per frame
-        def deliver(batch: List[Delivery], _to_stack=deliver) -> None:
-            now = self.now
-            for d in batch:
-                d.delivered_ns = now
-            _to_stack(batch)
-        self.queues = [_Queue(i, GroNode(settings, stats, deliver, queue=i)) for i in range(settings.rx_queues)]
+        self._to_stack = deliver
+        self.queues = [_Queue(i, GroNode(settings, stats, self.deliver, queue=i)) for i in range(settings.rx_queues)]
         self.toeplitz = Toeplitz(settings.rss_key)
         self._hash_cache = self.toeplitz.cache      # input -> hash, as Toeplitz.hash fills it
         self.now = 0
@@ -236,6 +229,14 @@ class NicDevice:
         self.primer = make_primer(settings, stats)
         self.next_at = NEVER                   # earliest pending event, any queue
         self.next_kind = EVENT_IRQ             # its kind, as _next_event leaves it
+
+    def deliver(self, batch: List[Delivery]) -> None:
+        """A batch GRO hands to the stack (gro_normal_list) carries the device's
+        clock: Delivery.delivered_ns, once per delivery, not per frame."""
+        now = self.now
+        for d in batch:
+            d.delivered_ns = now
+        self._to_stack(batch)
 
     # -- arrival ------------------------------------------------------------------
     def feed(self, skb: Skb) -> None:
