@@ -38,11 +38,9 @@ def interpreted_forced() -> bool:
 
 
 class _SourceFinder(importlib.abc.MetaPathFinder):
-    """Finds grotool's modules as source when forced to, or when the compiled
-    module beside the source is stale; otherwise leaves the normal import alone."""
-
-    def __init__(self, force: bool):
-        self.force = force
+    """Finds grotool's modules as source, passing over the compiled modules
+    beside them; installed only when the interpreted engine is to run (forced,
+    or a compiled module is stale), so a compiled run pays no look-ups."""
 
     def find_spec(self, fullname, path, target=None):
         if not fullname.startswith(PACKAGE + ".") or not path:
@@ -57,11 +55,6 @@ class _SourceFinder(importlib.abc.MetaPathFinder):
             source = os.path.join(directory, stem + ".py")
             if not os.path.isfile(source):
                 continue
-            if not self.force:
-                compiled = _extension_beside(directory, stem)
-                if compiled is None or not _older_than_source(compiled, source):
-                    return None            # the normal import takes the extension
-                _stale.append(fullname)
             loader = importlib.machinery.SourceFileLoader(fullname, source)
             return importlib.util.spec_from_file_location(fullname, source, loader=loader,
                                                           submodule_search_locations=locations)
@@ -111,7 +104,8 @@ def install_finder() -> None:
             if stale:
                 _stale.extend(stale)
                 force = True              # all from source: see the module docstring
-        sys.meta_path.insert(0, _SourceFinder(force))
+        if force:
+            sys.meta_path.insert(0, _SourceFinder())
 
 
 def engine_build() -> str:

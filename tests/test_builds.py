@@ -131,31 +131,30 @@ def test_the_interpreted_engine_needs_no_cython(tmp_path):
     assert b"400 packets in, 115 out" in outputs[0][0]
 
 
-def test_a_stale_compiled_module_is_not_used(tmp_path):
-    # the finder grotool/__init__.py installs: an extension module older than its
-    # source (the source was edited after the build) must not run
+def test_the_source_finder_takes_grotool_sources_only(tmp_path):
+    # the finder grotool/__init__.py installs when the interpreted engine is to run
+    # (GROTOOL_PURE, or a stale compiled module: stale_modules below) takes a
+    # grotool module's source even beside a fresh extension, and leaves other
+    # packages alone; a compiled run installs no finder at all
     from importlib.machinery import EXTENSION_SUFFIXES, SourceFileLoader
 
-    from grotool._build import _SourceFinder, _stale
+    from grotool._build import _SourceFinder
 
     source = tmp_path / "rules.py"
     source.write_text("X = 1\n")
     compiled = tmp_path / ("rules" + EXTENSION_SUFFIXES[0])
     compiled.write_bytes(b"not really an extension")
-    os.utime(compiled, (1_000_000_000, 1_000_000_000))
-    os.utime(source, (1_000_000_100, 1_000_000_100))
-    before = len(_stale)
-    spec = _SourceFinder(force=False).find_spec("grotool.rules", [str(tmp_path)])
-    assert isinstance(spec.loader, SourceFileLoader) and spec.origin == str(source)
-    assert _stale[before:] == ["grotool.rules"]
-    del _stale[before:]
-    # a fresh build is left to the normal import (which prefers the extension)
+    os.utime(source, (1_000_000_000, 1_000_000_000))
     os.utime(compiled, (1_000_000_200, 1_000_000_200))
-    assert _SourceFinder(force=False).find_spec("grotool.rules", [str(tmp_path)]) is None
-    # GROTOOL_PURE: the source, fresh build or not; other packages are never touched
-    assert _SourceFinder(force=True).find_spec("grotool.rules", [str(tmp_path)]).origin == str(source)
-    assert _SourceFinder(force=True).find_spec("other.rules", [str(tmp_path)]) is None
-    assert len(_stale) == before
+    spec = _SourceFinder().find_spec("grotool.rules", [str(tmp_path)])
+    assert isinstance(spec.loader, SourceFileLoader) and spec.origin == str(source)
+    assert _SourceFinder().find_spec("other.rules", [str(tmp_path)]) is None
+    assert _SourceFinder().find_spec("grotool.absent", [str(tmp_path)]) is None
+    code = "import sys, grotool; print([type(f).__name__ for f in sys.meta_path].count('_SourceFinder'))"
+    for pure, finders in ((False, "0"), (True, "1")):
+        proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_env(pure=pure), capture_output=True,
+                              text=True, timeout=60)
+        assert proc.stdout.strip() == finders, (pure, proc.stderr)
 
 
 def test_stale_modules_lists_every_source_newer_than_its_extension(tmp_path):
