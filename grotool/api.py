@@ -180,14 +180,13 @@ class Replay:
         try:
             collector = StatsCollector(linktype, vxlan_ports=self.settings.vxlan_ports,
                                        geneve_ports=self.settings.geneve_ports)
-            namer = collector.namer
             add = collector.add
             engine = Engine(linktype, self.settings, events=self._decision_sink(collector) if self._events_on else None)
 
             def packet(d) -> Packet:
-                add(d)
+                flow = add(d).flow
                 return Packet(d.data, d.ts, d.segs, tuple(i + 1 for i in d.indices), d.reason,
-                              flow_label(namer(d.key, d.data)), d.gso_size, tuple(d.gso_type), d.queue, d.poll)
+                              flow_label(flow), d.gso_size, tuple(d.gso_type), d.queue, d.poll)
 
             feed = engine.feed
             for ts, data, wirelen in records:

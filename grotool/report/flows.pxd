@@ -11,4 +11,5 @@ cdef class FlowNamer:
     cdef public object linktype, vxlan_ports, geneve_ports
     cdef public dict _cache
 
+    cpdef tuple describe(self, data)
     cpdef tuple name(self, key, data)

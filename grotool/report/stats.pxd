@@ -19,7 +19,9 @@ cdef class StatsCollector:
 
     # given the engine's deliveries (replay, api): a Delivery, whose fields are read as C struct fields
     @cython.locals(fs=FlowStats, segs=cython.Py_ssize_t, reasons=dict)
-    cpdef add(self, Delivery delivery)
+    cpdef FlowStats add(self, Delivery delivery)
     # a new flow's name (add calls it once per flow; explain and the API with events too)
     @cython.locals(flow_namer=FlowNamer)
     cpdef tuple describe(self, delivery)
+    @cython.locals(flow_namer=FlowNamer)
+    cpdef tuple _describe_new(self, delivery)

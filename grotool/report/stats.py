@@ -172,6 +172,16 @@ class StatsCollector:
             return flow_namer.name(delivery.key, delivery.data)
         return namer(delivery.key, delivery.data)
 
+    def _describe_new(self, delivery) -> FlowTuple:
+        """describe() for add(), whose _by_key already keeps one description per
+        flow identity: the namer's own cache by identity would only copy it."""
+        interface = delivery.interface
+        namer = self.namer if not interface else self._namer_of(interface)
+        if type(namer) is FlowNamer:
+            flow_namer = namer
+            return flow_namer.describe(delivery.data)
+        return namer(delivery.key, delivery.data)
+
     def interface_name(self, interface: int) -> str:
         for info in self.interfaces:
             if info["id"] == interface:
@@ -195,14 +205,15 @@ class StatsCollector:
     def interfaces_seen(self) -> int:
         return len({fs.interface for fs in self.flows.values()})
 
-    def add(self, delivery) -> None:
+    def add(self, delivery) -> FlowStats:
+        """Count a delivery; returns its flow's statistics."""
         key = delivery.key
         interface = delivery.interface
         if interface and key:
             key = (interface, key)
         fs = self._by_key.get(key) if key else None
         if fs is None:
-            flow = self.describe(delivery)
+            flow = self._describe_new(delivery)
             fs = self.flows.get((interface, flow))
             if fs is None:
                 fs = self.flows[(interface, flow)] = FlowStats(flow, interface)
@@ -244,6 +255,7 @@ class StatsCollector:
                 fs.layout.add(delivery, shape)
         if segs > self.max_segs:
             self.max_segs = segs
+        return fs
 
     def sorted_flows(self) -> List[FlowStats]:
         return sorted(self.flows.values(), key=lambda f: (-f.packets_in, f.flow[0], f.flow[1], f.flow[2],
