@@ -242,9 +242,11 @@ def test_timestamp_outside_pcap_range_is_an_input_error(tmp_path):
     p = tmp_path / "far.pcapng"
     write_pcapng(p, FRAMES[:2])
     data = bytearray(p.read_bytes())
-    # the first EPB's timestamp-high word: far beyond 2106
+    # the first EPB's timestamp: 4,420,000,000 s (2110), beyond what pcap's 32-bit
+    # seconds hold (2106) though within the engine's clock (up to 2116)
     epb = data.index(struct.pack("<I", 6))
-    struct.pack_into("<I", data, epb + 12, 0x7FFFFFFF)
+    ts = 4_420_000_000 * 10 ** 9                     # write_pcapng gives nanosecond resolution
+    struct.pack_into("<II", data, epb + 12, ts >> 32, ts & 0xFFFFFFFF)
     p.write_bytes(bytes(data))
     with pytest.raises(InputError, match="cannot be stored in a pcap file"):
         replay(str(p), str(tmp_path / "o.pcap"), Settings())
