@@ -93,6 +93,7 @@ cpdef Delivery new_super_packet(object ts, bytearray header, bytes first, list m
                size=Py_ssize_t, k=Py_ssize_t, out=bytes, dst=cython.p_uchar, src=cython.p_uchar)
 cpdef void extend_key(Skb skb, bytes data, Py_ssize_t at, Py_ssize_t n, Py_ssize_t at2=*, Py_ssize_t n2=*)
 cpdef void defer_key(Skb skb, Py_ssize_t at, Py_ssize_t n, Py_ssize_t at2=*, Py_ssize_t n2=*)
+@cython.locals(head=Py_ssize_t)
 cpdef bytes settled_key(Skb skb)
 @cython.locals(header=bytearray, first=bytes, merged_frames=list, parts=list, i=Py_ssize_t,
                frame=bytes, n=Py_ssize_t, count=Py_ssize_t, total=Py_ssize_t, whole=bint, out=bytes,

@@ -313,8 +313,14 @@ def defer_key(skb, at, n, at2=0, n2=0) -> None:
 def settled_key(skb) -> bytes:
     """skb.key with the bytes still waiting (the link header's, a deferred
     layer's) in it, for a layer that builds its key bytes itself."""
-    if skb.key_from_frame or skb.key_n or skb.key_n2:
+    head = skb.key_from_frame
+    if skb.key_n or skb.key_n2 or (head and cython.compiled):
         extend_key(skb, skb.data, 0, 0)
+    elif head:
+        # the link header's bytes alone: the interpreter concatenates them inline
+        # (a call to extend_key costs it more); the same bytes either way
+        skb.key = skb.key + skb.data[:head]
+        skb.key_from_frame = 0
     return skb.key
 
 
