@@ -3,6 +3,7 @@
 # instance dict: decision events (events.py) shadow receive/complete/normal
 # on one instance.  No rule lives here.
 cimport cython
+from cpython.bytearray cimport PyByteArray_FromStringAndSize
 from grotool.engine.skb cimport Delivery, Skb, Stats, new_delivery, new_super_packet
 
 cdef int GRO_HASH_BUCKETS, MAX_GRO_SKBS

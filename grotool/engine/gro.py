@@ -8,7 +8,12 @@ tables in offloads.py exactly as dev_gro_receive reaches packet_offload.
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional
+from typing import TYPE_CHECKING, Callable, List, Optional
+
+if TYPE_CHECKING:
+    import cython        # read by the Cython compiler only (see _interpreted.py)
+else:
+    from ._interpreted import cython
 
 from .config import GRO_HASH_BUCKETS, MAX_GRO_SKBS, Settings
 from .hoststate import HostSockets
@@ -194,7 +199,10 @@ class GroNode:
             return
         first = p.data
         raw = first    # the same bytes read in place (a C pointer in the compiled build)
-        header = bytearray(raw[:p.off])
+        if cython.compiled:
+            header = PyByteArray_FromStringAndSize(cython.cast(cython.p_char, raw), p.off)   # one copy
+        else:
+            header = bytearray(raw[:p.off])
         gso_type: List[str] = []
         # gro_complete: the packet_offload gro_complete for skb->protocol, nhoff at the L3 start
         packet_offload(self.packet_offloads, p.protocol)[2](self, p, header, gso_type, p.l2_len)
