@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 from .engine import Engine
-from .engine.config import TIMESTAMP_LIMIT_NS, Settings
+from .engine.config import TIMESTAMP_YEARS, Settings, timestamp_fits
 from .errors import GrotoolError, InputError
 
 __all__ = ["Replay", "Packet", "Decision", "Statistics", "FlowStatistics", "Settings", "GrotoolError", "InputError"]
@@ -245,8 +245,8 @@ def _frames(source: Iterable[Frame]):
                 from None
         if not isinstance(data, (bytes, bytearray, memoryview)) or not isinstance(ts, int):
             raise InputError(f"frame {k + 1}: expected an integer timestamp in ns and bytes")
-        if not -TIMESTAMP_LIMIT_NS <= ts < TIMESTAMP_LIMIT_NS:
-            raise InputError(f"frame {k + 1}: timestamp {ts} ns is outside the years 1824 to 2116 that grotool takes")
+        if not timestamp_fits(ts):
+            raise InputError(f"frame {k + 1}: timestamp {ts} ns is outside {TIMESTAMP_YEARS} that grotool takes")
         yield int(ts), bytes(data), wirelen
 
 

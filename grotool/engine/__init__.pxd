@@ -4,8 +4,6 @@ from grotool.engine.link cimport LinkLayer
 from grotool.engine.napi cimport NicDevice, VethDevice
 from grotool.engine.skb cimport Stats
 
-cdef long long TS_LIMIT, TS_MIN
-
 cdef class Engine:
     cdef dict __dict__
     cdef public object settings, device, _device_feed, _event_sink

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
-from .config import TIMESTAMP_LIMIT_NS, Settings
+from .config import TIMESTAMP_YEARS, Settings, timestamp_fits
 from .link import LinkLayer
 from .napi import NicDevice, VethDevice
 from .reasons import REASONS
@@ -21,9 +21,6 @@ from .skb import Delivery, Stats
 
 __all__ = ["Engine", "Settings", "Delivery", "Stats", "REASONS", "Event", "simulate"]
 
-
-TS_LIMIT = TIMESTAMP_LIMIT_NS
-TS_MIN = -TIMESTAMP_LIMIT_NS
 
 class Engine:
     """One capture's receive path.  Each capture interface (pcapng) is its own
@@ -108,9 +105,9 @@ class Engine:
         # beyond it is refused, in both builds alike
         if type(ts) is not int:
             raise TypeError(f"frame {self._index + 1}: timestamp {ts!r} is not an int of nanoseconds")
-        if not TS_MIN <= ts < TS_LIMIT:
+        if not timestamp_fits(ts):
             raise OverflowError(f"frame {self._index + 1}: timestamp {ts} ns is outside the engine's clock "
-                                "(-2**62 to 2**62 ns: years 1824 to 2116)")
+                                f"(-2**62 to 2**62 ns: {TIMESTAMP_YEARS})")
         return self.receive_record(ts, data, wirelen, interface)
 
     def receive_record(self, ts: int, data: bytes, wirelen: int = -1, interface: int = 0) -> List[Delivery]:

@@ -19,8 +19,16 @@ GRO_MAX_SIZE = 8 * 65535             # netdevice.h: the largest gro_max_size acc
 GRO_HASH_BUCKETS = 8                 # netdevice.h
 MAX_GRO_SKBS = 8                     # gro.c: held packets per bucket
 # frame timestamps (ns since 1970) the engine takes: the NIC model's clock is a
-# 64-bit integer; 2**62 ns is 146 years, so years 1824 to 2116
+# 64-bit integer; 2**62 ns is 146 years either way
 TIMESTAMP_LIMIT_NS = 1 << 62
+TIMESTAMP_YEARS = "the years 1824 to 2116"
+
+
+def timestamp_fits(ts: int) -> bool:
+    """A timestamp (ns) the engine's clock takes: -2**62 <= ts < 2**62."""
+    return -TIMESTAMP_LIMIT_NS <= ts < TIMESTAMP_LIMIT_NS
+
+
 # upper bounds of the NIC model's delays (the CLI's option ranges): with frame
 # timestamps below 2**62 ns, the 64-bit clock of napi.py cannot overflow
 MAX_RX_USECS = 1_000_000

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, BinaryIO, Iterator, Optional, Tuple
 if TYPE_CHECKING:
     import cython        # read by the Cython compiler only: PcapWriter's compiled record header
 
-from ..engine.config import TIMESTAMP_LIMIT_NS
+from ..engine.config import TIMESTAMP_YEARS, timestamp_fits
 from ..errors import InputError
 from .safe_output import SafeOutput
 
@@ -586,9 +586,9 @@ class CaptureReader:
     def _timestamp(self, ts: int, index: int, off: int) -> int:
         """A pcapng packet's timestamp in ns, refused outside what the engine's
         clock takes (a pcap file's always fit)."""
-        if not -TIMESTAMP_LIMIT_NS <= ts < TIMESTAMP_LIMIT_NS:
+        if not timestamp_fits(ts):
             raise InputError(f"{self.name}: packet {index} at byte offset {off}: timestamp {ts} ns is outside "
-                             "the years 1824 to 2116 that grotool takes")
+                             f"{TIMESTAMP_YEARS} that grotool takes")
         return ts
 
     # -- public ----------------------------------------------------------------
