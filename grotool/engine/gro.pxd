@@ -14,6 +14,7 @@ cdef class Bucket:
     cdef public list held
     @cython.locals(p=Skb)
     cpdef Skb find(self, long long hash_, bytes key)
+    @cython.locals(held=list, i=Py_ssize_t)
     cpdef remove(self, Skb p)
 
 cdef class GroNode:
