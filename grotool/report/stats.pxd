@@ -21,7 +21,6 @@ cdef class StatsCollector:
     @cython.locals(fs=FlowStats, segs=cython.Py_ssize_t, reasons=dict)
     cpdef FlowStats add(self, Delivery delivery)
     # a new flow's name (add calls it once per flow; explain and the API with events too)
-    @cython.locals(flow_namer=FlowNamer)
     cpdef tuple describe(self, delivery)
     @cython.locals(flow_namer=FlowNamer)
-    cpdef tuple _describe_new(self, delivery)
+    cpdef tuple _name(self, delivery, bint cached)

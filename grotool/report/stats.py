@@ -165,20 +165,19 @@ class StatsCollector:
         return namer
 
     def describe(self, delivery) -> FlowTuple:
+        """A delivery's (or decision event's) flow, through the namer's cache by
+        flow identity."""
+        return self._name(delivery, True)
+
+    def _name(self, delivery, cached: bool) -> FlowTuple:
+        """describe(), or with cached False past the namer's cache: add() names
+        each new flow identity once, its _by_key being that cache already."""
         interface = delivery.interface
         namer = self.namer if not interface else self._namer_of(interface)
         if type(namer) is FlowNamer:
             flow_namer = namer          # typed in the compiled build: a C call, not the call protocol
-            return flow_namer.name(delivery.key, delivery.data)
-        return namer(delivery.key, delivery.data)
-
-    def _describe_new(self, delivery) -> FlowTuple:
-        """describe() for add(), whose _by_key already keeps one description per
-        flow identity: the namer's own cache by identity would only copy it."""
-        interface = delivery.interface
-        namer = self.namer if not interface else self._namer_of(interface)
-        if type(namer) is FlowNamer:
-            flow_namer = namer
+            if cached:
+                return flow_namer.name(delivery.key, delivery.data)
             return flow_namer.describe(delivery.data)
         return namer(delivery.key, delivery.data)
 
@@ -213,7 +212,7 @@ class StatsCollector:
             key = (interface, key)
         fs = self._by_key.get(key) if key else None
         if fs is None:
-            flow = self._describe_new(delivery)
+            flow = self._name(delivery, False)
             fs = self.flows.get((interface, flow))
             if fs is None:
                 fs = self.flows[(interface, flow)] = FlowStats(flow, interface)
