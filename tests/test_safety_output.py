@@ -241,13 +241,22 @@ def _slow_input(proc, stop):
         pass
 
 
+def _default_signal_dispositions():
+    """In the child: SIGHUP, SIGINT and SIGTERM at their defaults, whatever the
+    test run inherited (under nohup SIGHUP is ignored, and grotool keeps an
+    ignored signal ignored, by design)."""
+    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)])
 def test_signal_removes_temporaries_and_exits_128_plus_signum(tmp_path, sig, code):
     out = tmp_path / "o.pcap"
     out.write_bytes(b"previous")
     proc = subprocess.Popen([sys.executable, "-m", "grotool", "replay", "-q", "-", str(out),
                              "--packets", str(tmp_path / "p.jsonl")],
-                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+                            preexec_fn=_default_signal_dispositions)
     stop = threading.Event()
     feeder = threading.Thread(target=_slow_input, args=(proc, stop))
     feeder.start()
