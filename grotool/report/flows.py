@@ -78,6 +78,7 @@ class FlowNamer:
         self._cache: Dict[bytes, FlowTuple] = {}
 
     def describe(self, data: bytes) -> FlowTuple:
+        """The flow tuple of these bytes, uncached."""
         return _describe(self.linktype, data, self.vxlan_ports, self.geneve_ports)
 
     def __call__(self, key: bytes, data: bytes) -> FlowTuple:
@@ -89,11 +90,11 @@ class FlowNamer:
         if key:
             flow = self._cache.get(key)
             if flow is None:
-                flow = _describe(self.linktype, data, self.vxlan_ports, self.geneve_ports)
+                flow = self.describe(data)
                 if len(self._cache) < 1_000_000:
                     self._cache[key] = flow
             return flow
-        return _describe(self.linktype, data, self.vxlan_ports, self.geneve_ports)
+        return self.describe(data)
 
 
 def _tunnel_json(tunnels: Tuple[TunnelId, ...]) -> dict:

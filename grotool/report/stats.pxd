@@ -20,7 +20,8 @@ cdef class StatsCollector:
     # given the engine's deliveries (replay, api): a Delivery, whose fields are read as C struct fields
     @cython.locals(fs=FlowStats, segs=cython.Py_ssize_t, reasons=dict)
     cpdef FlowStats add(self, Delivery delivery)
-    # a new flow's name (add calls it once per flow; explain and the API with events too)
+    # a flow's name: describe (explain, decision events) through the namer's cache,
+    # _name(..., False) without it (add, once per new flow identity)
     cpdef tuple describe(self, delivery)
     @cython.locals(flow_namer=FlowNamer)
     cpdef tuple _name(self, delivery, bint cached)
