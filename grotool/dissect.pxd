@@ -20,12 +20,13 @@ cdef class _Walk:
     cdef fail(self, str text)
     cdef bint need(self, Py_ssize_t off, Py_ssize_t size, str what) except -1
 
-cdef tuple _IPV6_TEMPLATES
+cdef dict _IPV6_FORMS
 cdef dict _ADDR_CACHE
 
 cpdef str addr_text(raw)
 @cython.locals(octets=cython.p_uchar, a=long, b=long, c=long, d=long, w0=long, w1=long, w2=long, w3=long,
-               w4=long, w5=long, w6=long, w7=long, zero_words=long)
+               w4=long, w5=long, w6=long, w7=long, zero_words=long,
+               form=tuple, template=str, run_at=Py_ssize_t, run_len=Py_ssize_t, words=tuple)
 cpdef str _addr_format(bytes raw)
 
 @cython.locals(top=long)

@@ -182,22 +182,23 @@ class Dissection(NamedTuple):
 _ADDR_CACHE: Dict[bytes, str] = {}
 
 
-def _ipv6_template(zero_words: int) -> str:
-    """The str.format template of an IPv6 address whose zero 16-bit words are
-    the set bits of ``zero_words`` (bit i: word i), compressed as ipaddress
-    writes it: the first of the longest runs of two or more zero words is "::"."""
+def _ipv6_form(zero_words: int) -> tuple:
+    """How to write an IPv6 address whose zero 16-bit words are the set bits of
+    ``zero_words`` (bit i: word i), compressed as ipaddress writes it (the first
+    of the longest runs of two or more zero words is "::"): (printf-style
+    template of the words shown, first word of the run, run length)."""
     best_at = best_len = run_len = 0
     for i in range(8):
         run_len = run_len + 1 if zero_words >> i & 1 else 0
         if run_len > best_len:
             best_at, best_len = i - run_len + 1, run_len
-    words = ["{%d:x}" % i for i in range(8)]
     if best_len < 2:
-        return ":".join(words)
-    return ":".join(words[:best_at]) + "::" + ":".join(words[best_at + best_len:])
+        return ":".join(["%x"] * 8), 0, 0
+    return ":".join(["%x"] * best_at) + "::" + ":".join(["%x"] * (8 - best_at - best_len)), best_at, best_len
 
 
-_IPV6_TEMPLATES = tuple(_ipv6_template(zero_words) for zero_words in range(256))
+# zero-word pattern -> _ipv6_form(pattern), made when first needed (256 at most)
+_IPV6_FORMS: Dict[int, tuple] = {}
 
 
 def addr_text(raw: bytes) -> str:
@@ -232,7 +233,14 @@ def _addr_format(raw: bytes) -> str:
                   | ((w5 == 0) << 5) | ((w6 == 0) << 6) | ((w7 == 0) << 7))
     if (zero_words & 0x1F) == 0x1F and w5 == 0xFFFF:
         return str(ipaddress.IPv6Address(raw))      # IPv4-mapped: Python 3.13 writes its IPv4 part dotted
-    return _IPV6_TEMPLATES[zero_words].format(w0, w1, w2, w3, w4, w5, w6, w7)
+    form = _IPV6_FORMS.get(zero_words)
+    if form is None:
+        form = _IPV6_FORMS[zero_words] = _ipv6_form(zero_words)
+    template, run_at, run_len = form
+    words = (w0, w1, w2, w3, w4, w5, w6, w7)
+    if run_len:
+        words = words[:run_at] + words[run_at + run_len:]
+    return template % words
 
 
 def tcp_options(raw: bytes) -> Tuple[Tuple[int, bytes], ...]:
