@@ -13,7 +13,7 @@
 * the pseudo-header sums tcp.py uses reduce and fold like csum.pseudo4/pseudo6;
 * the byte readers whose compiled and interpreted bodies differ (csum.ip_header_ok,
   tcp.word32, tcp.same_bytes) give the straightforward answers, at every offset;
-* skb.extend_key (the compiled build copies ranges into one new string), after
+* skb.extend_key and extend_key_masked (the compiled build copies ranges into one new string), after
   ranges skb.defer_key left waiting or none, gives exactly the concatenated
   slices, ranges running past the data included;
 * the RSS hash input and the Toeplitz hash match the straightforward versions;
@@ -32,7 +32,7 @@ import pytest
 
 import framebuild as F
 from grotool import scenarios as S
-from grotool.engine import Settings, csum, napi, rss, simulate, skb, tcp
+from grotool.engine import Settings, csum, ipv6, napi, rss, simulate, skb, tcp
 from grotool.io.capture import PcapWriter, read_capture
 
 BASE_TS = 1_700_000_000 * 10**9
@@ -199,6 +199,43 @@ def test_extend_key_appends_the_concatenated_slices():
     assert _extended(b"", b"abcdef", 3, 4, 2) == b"abcef"
     assert _extended(b"", b"", 0, 0, 0) == b""
     assert _extended(b"k", b"abcdef", 1, 5, 1, deferred=(3, 1, 2, 1)) == b"kadcf"
+
+
+def test_extend_key_masked_keeps_the_masked_bytes_then_the_range():
+    rng = random.Random(9)
+    for _ in range(3000):
+        data = rng.randbytes(rng.randrange(0, 90))
+        key = rng.randbytes(rng.randrange(0, 40))
+        head = rng.choice((0, 0, 14, 18, rng.randrange(0, 100)))
+        mask = bytes(rng.choice((0, 0xFF, 0xF0, 0x0F, rng.randrange(256))) for _ in range(rng.randrange(0, 12)))
+        at, at2, n2 = rng.randrange(0, 100), rng.randrange(0, 100), rng.randrange(0, 40)
+        frame = skb.Skb(data, 0, 0, 0, key=key)
+        frame.key_from_frame = head
+        waiting = b""
+        if rng.random() < 0.5:
+            d0, m0, d1, m1 = rng.randrange(0, 100), rng.randrange(0, 20), rng.randrange(0, 100), rng.randrange(0, 4)
+            skb.defer_key(frame, d0, m0, d1, m1)
+            waiting = data[d0:d0 + m0] + data[d1:d1 + m1]
+        skb.extend_key_masked(frame, data, at, mask, at2, n2)
+        fields = bytes(byte & bits for byte, bits in zip(data[at:at + len(mask)], mask) if bits)
+        assert frame.key == key + data[:head] + waiting + fields + data[at2:at2 + n2], (len(data), head, at, mask)
+        assert type(frame.key) is bytes and (frame.key_from_frame, frame.key_n, frame.key_n2) == (0, 0, 0)
+
+
+def test_ipv6_key_is_the_masked_first_word_next_header_and_addresses():
+    """ipv6_gro_receive's identity: version and flow label (traffic class and
+    payload length left out), next header, addresses, extension headers."""
+    rng = random.Random(10)
+    for _ in range(500):
+        header = bytearray(rng.randbytes(40))
+        header[0] = 0x60 | (header[0] & 0x0F)
+        header[6] = 6
+        frame = skb.Skb(bytes(14) + bytes(header) + bytes(20), 0, 0, 14)
+        frame.key_from_frame = 14
+        frame.off = 14
+        skb.extend_key_masked(frame, frame.data, 14, ipv6.KEY_FIELDS, 22, 32)
+        assert frame.key == (bytes(14) + bytes((header[0] & 0xF0, header[1] & 0x0F)) + header[2:4] + header[6:7]
+                             + header[8:40])
 
 
 def test_settled_key_takes_the_pending_link_header_once():

@@ -1,11 +1,10 @@
 # Cython declarations for ipv6.py (compiled build only): see tcp.pxd.
 cimport cython
-from grotool.engine.skb cimport Skb, settled_key
+from grotool.engine.skb cimport Skb, extend_key_masked
 from grotool.engine.offloads cimport enter_layer
 from grotool.engine.tcp cimport tcp6_gro_complete, tcp6_gro_receive
 
 cdef list INET6_OFFLOADS
-cdef tuple BYTE_VALUES
 
 @cython.locals(data=bytes, raw=cython.p_uchar, off=Py_ssize_t, pending=bint, nexthdr=int, pos=Py_ssize_t,
                hlen=Py_ssize_t, entry=tuple)

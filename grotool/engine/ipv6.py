@@ -7,14 +7,16 @@ from __future__ import annotations
 from struct import pack
 
 from .offloads import INET6_OFFLOADS, enter_layer
-from .skb import settled_key
+from .skb import extend_key_masked
 from .tcp import tcp6_gro_complete, tcp6_gro_receive
 
 # Extension headers registered with INET6_PROTO_GSO_EXTHDR: Hop-by-Hop (v6.9+),
 # Routing, Destination Options.  Fragment (44), AH (51), none (59) have no handler.
 EXTHDRS = frozenset((0, 43, 60))
 IPV6_MAXPLEN = 65535
-BYTE_VALUES = tuple(bytes((value,)) for value in range(256))   # a (masked) header byte as bytes, without a slice
+# the same-flow bytes of the header's first 8 (extend_key_masked): version and
+# flow label without the traffic class, no payload length, the next header
+KEY_FIELDS = b"\xf0\x0f\xff\xff\x00\x00\xff"
 
 
 def ipv6_gro_receive(bucket, skb, gro):
@@ -50,9 +52,7 @@ def ipv6_gro_receive(bucket, skb, gro):
     skb.proto = nexthdr
     # same flow: version + flow label (traffic class excluded), addresses,
     # next header, and the bytes of any extension headers
-    skb.key = b"".join((settled_key(skb), BYTE_VALUES[raw[off] & 0xF0], BYTE_VALUES[raw[off + 1] & 0x0F],
-                        raw[off + 2:off + 4],
-                        BYTE_VALUES[raw[off + 6]], raw[off + 8:pos]))      # addresses, then extension headers
+    extend_key_masked(skb, data, off, KEY_FIELDS, off + 8, pos - off - 8)   # then addresses, extension headers
     if pending and skb.flush is None:
         skb.flush = "ipv6_payload_len_mismatch"
     skb.off = pos
