@@ -14,8 +14,8 @@ from .tcp import tcp6_gro_complete, tcp6_gro_receive
 # Routing, Destination Options.  Fragment (44), AH (51), none (59) have no handler.
 EXTHDRS = frozenset((0, 43, 60))
 IPV6_MAXPLEN = 65535
-# the same-flow bytes of the header's first 8 (extend_key_masked): version and
-# flow label without the traffic class, no payload length, the next header
+# the same-flow bits of the header's first 7 bytes (extend_key_masked): version
+# and flow label without the traffic class, not the payload length, next header
 KEY_FIELDS = b"\xf0\x0f\xff\xff\x00\x00\xff"
 
 

@@ -93,7 +93,7 @@ cpdef Delivery new_super_packet(object ts, bytearray header, bytes first, list m
                size=Py_ssize_t, k=Py_ssize_t, out=bytes, dst=cython.p_uchar, src=cython.p_uchar)
 cpdef void extend_key(Skb skb, bytes data, Py_ssize_t at, Py_ssize_t n, Py_ssize_t at2=*, Py_ssize_t n2=*)
 @cython.locals(head=Py_ssize_t, at0=Py_ssize_t, n0=Py_ssize_t, at1=Py_ssize_t, n1=Py_ssize_t, size=Py_ssize_t,
-               m=Py_ssize_t, kept=Py_ssize_t, i=Py_ssize_t, k=Py_ssize_t, key=bytes, out=bytes, dst=cython.p_uchar,
+               m=Py_ssize_t, i=Py_ssize_t, k=Py_ssize_t, key=bytes, out=bytes, dst=cython.p_uchar,
                src=cython.p_uchar, bits=cython.p_uchar)
 cpdef void extend_key_masked(Skb skb, bytes data, Py_ssize_t at, bytes mask, Py_ssize_t at2, Py_ssize_t n2)
 cpdef void defer_key(Skb skb, Py_ssize_t at, Py_ssize_t n, Py_ssize_t at2=*, Py_ssize_t n2=*)

@@ -300,9 +300,10 @@ def extend_key(skb, data, at, n, at2=0, n2=0) -> None:
 def extend_key_masked(skb, data, at, mask, at2, n2) -> None:
     """extend_key(skb, data, at2, n2) after, first, header fields that share
     bytes with fields the layer ignores: data[at + i] & mask[i] for each byte
-    of ``mask``, a zero mask byte leaving its byte out.  The compiled build
-    copies everything into one new string, as extend_key does; ranges not
-    wholly in data take the slicing path, so both builds give the same bytes."""
+    of ``mask``.  The compiled build copies everything into one new string, as
+    extend_key does; ranges not wholly in data take the slicing path, so both
+    builds give the same bytes."""
+    m = len(mask)
     if cython.compiled:
         head = skb.key_from_frame
         at0 = skb.key_at
@@ -310,20 +311,15 @@ def extend_key_masked(skb, data, at, mask, at2, n2) -> None:
         at1 = skb.key_at2
         n1 = skb.key_n2
         size = len(data)
-        m = len(mask)
         if (head <= size and 0 <= at0 and 0 <= n0 and at0 + n0 <= size and 0 <= at1 and 0 <= n1
                 and at1 + n1 <= size and 0 <= at and at + m <= size and 0 <= at2 and 0 <= n2
                 and at2 + n2 <= size):
-            bits = mask
-            kept = 0
-            for i in range(m):
-                if bits[i]:
-                    kept += 1
             key = skb.key
             k = len(key)
-            out = PyBytes_FromStringAndSize(cython.NULL, k + head + n0 + n1 + kept + n2)
+            out = PyBytes_FromStringAndSize(cython.NULL, k + head + n0 + n1 + m + n2)
             dst = out
             src = data
+            bits = mask
             memcpy(dst, cython.cast(cython.p_uchar, key), k)
             dst += k
             memcpy(dst, src, head)
@@ -333,16 +329,14 @@ def extend_key_masked(skb, data, at, mask, at2, n2) -> None:
             memcpy(dst, src + at1, n1)
             dst += n1
             for i in range(m):
-                if bits[i]:
-                    dst[0] = src[at + i] & bits[i]
-                    dst += 1
-            memcpy(dst, src + at2, n2)
+                dst[i] = src[at + i] & bits[i]
+            memcpy(dst + m, src + at2, n2)
             skb.key = out
             skb.key_from_frame = 0
             skb.key_n = 0
             skb.key_n2 = 0
             return
-    fields = bytes([value & kept_bits for value, kept_bits in zip(data[at:at + len(mask)], mask) if kept_bits])
+    fields = (int.from_bytes(data[at:at + m], "big") & int.from_bytes(mask, "big")).to_bytes(m, "big")
     skb.key = b"".join((settled_key(skb), fields, data[at2:at2 + n2]))
 
 
