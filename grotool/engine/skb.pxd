@@ -89,6 +89,8 @@ cpdef Delivery new_super_packet(object ts, bytearray header, bytes first, list m
                                 str reason, tuple indices, bytes key, Py_ssize_t gso_size, tuple gso_type,
                                 Py_ssize_t payload, Py_ssize_t queue, Py_ssize_t poll, str layer,
                                 Py_ssize_t l2_len, Py_ssize_t header_len, tuple merged_lens, bint fraglist)
+cdef inline unsigned char *_copy_waiting(unsigned char *dst, bytes key, unsigned char *src, Py_ssize_t head,
+                                         Py_ssize_t at0, Py_ssize_t n0, Py_ssize_t at1, Py_ssize_t n1)
 @cython.locals(head=Py_ssize_t, key=bytes, at0=Py_ssize_t, n0=Py_ssize_t, at1=Py_ssize_t, n1=Py_ssize_t,
                size=Py_ssize_t, k=Py_ssize_t, out=bytes, dst=cython.p_uchar, src=cython.p_uchar)
 cpdef void extend_key(Skb skb, bytes data, Py_ssize_t at, Py_ssize_t n, Py_ssize_t at2=*, Py_ssize_t n2=*)

@@ -253,6 +253,20 @@ def new_super_packet(ts, header, first, merged_frames, segs, reason, indices, ke
     return delivery
 
 
+def _copy_waiting(dst, key, src, head, at0, n0, at1, n1):
+    """Compiled build only: copies ``key``, then the waiting bytes of the frame
+    at ``src`` (its first ``head`` bytes and the ranges at0/n0, at1/n1) to
+    ``dst``; returns where the copy ends."""
+    memcpy(dst, cython.cast(cython.p_uchar, key), len(key))
+    dst += len(key)
+    memcpy(dst, src, head)
+    dst += head
+    memcpy(dst, src + at0, n0)
+    dst += n0
+    memcpy(dst, src + at1, n1)
+    return dst + n1
+
+
 def extend_key(skb, data, at, n, at2=0, n2=0) -> None:
     """skb.key += data[at:at + n] + data[at2:at2 + n2]: a layer's compared
     header bytes appended to the flow identity (``data`` is skb.data).  The
@@ -278,14 +292,7 @@ def extend_key(skb, data, at, n, at2=0, n2=0) -> None:
             out = PyBytes_FromStringAndSize(cython.NULL, k + head + n0 + n1 + n + n2)
             dst = out
             src = data
-            memcpy(dst, cython.cast(cython.p_uchar, key), k)
-            dst += k
-            memcpy(dst, src, head)
-            dst += head
-            memcpy(dst, src + at0, n0)
-            dst += n0
-            memcpy(dst, src + at1, n1)
-            dst += n1
+            dst = _copy_waiting(dst, key, src, head, at0, n0, at1, n1)
             memcpy(dst, src + at, n)
             memcpy(dst + n, src + at2, n2)
             skb.key = out
@@ -320,14 +327,7 @@ def extend_key_masked(skb, data, at, mask, at2, n2) -> None:
             dst = out
             src = data
             bits = mask
-            memcpy(dst, cython.cast(cython.p_uchar, key), k)
-            dst += k
-            memcpy(dst, src, head)
-            dst += head
-            memcpy(dst, src + at0, n0)
-            dst += n0
-            memcpy(dst, src + at1, n1)
-            dst += n1
+            dst = _copy_waiting(dst, key, src, head, at0, n0, at1, n1)
             for i in range(m):
                 dst[i] = src[at + i] & bits[i]
             memcpy(dst + m, src + at2, n2)
