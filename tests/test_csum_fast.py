@@ -13,6 +13,9 @@
 * the pseudo-header sums tcp.py uses reduce and fold like csum.pseudo4/pseudo6;
 * the byte readers whose compiled and interpreted bodies differ (csum.ip_header_ok,
   tcp.word32, tcp.same_bytes) give the straightforward answers, at every offset;
+* tcp._options_reason, walking two option areas where they lie in their frames,
+  names what tcp.option_offsets of the two sliced areas says (timestamps first,
+  last, twice, beside NOPs, SACK and malformed or cut options);
 * skb.extend_key and extend_key_masked (the compiled build copies ranges into one new string), after
   ranges skb.defer_key left waiting or none, gives exactly the concatenated
   slices, ranges running past the data included;
@@ -154,6 +157,60 @@ def test_word32_and_same_bytes_read_what_slicing_reads():
         assert tcp.same_bytes(a, at, b, at + 3, n) is (a[at:at + n] == b[at + 3:at + 3 + n])
     assert tcp.word32(b"\xff" * 4, 0) == 0xFFFFFFFF
     assert tcp.same_bytes(b"abc", 1, b"xbc", 1, 2) is True and tcp.same_bytes(b"abc", 0, b"xbc", 0, 3) is False
+
+
+def _options_reason_by_slices(opts, opts2):
+    """The definition: a timestamp option (kind 8, length 10, within the area)
+    whose bytes before its values and after them are equal in both areas."""
+    n = len(opts)
+    for i, kind, olen in tcp.option_offsets(opts):
+        if kind == 8 and olen == 10 and i + 10 <= n and opts[:i + 2] == opts2[:i + 2] \
+                and opts[i + 10:] == opts2[i + 10:]:
+            return "tcp_ts_changed"
+    return "tcp_options_changed"
+
+
+def _random_options(rng, n):
+    pieces = []
+    while sum(map(len, pieces)) < n:
+        choice = rng.random()
+        if choice < 0.35:
+            pieces.append(bytes([8, 10]) + rng.randbytes(8))                  # timestamps
+        elif choice < 0.55:
+            pieces.append(b"\x01")                                             # NOP
+        elif choice < 0.75:
+            pieces.append(bytes([5, 10]) + rng.randbytes(8))                  # SACK block
+        elif choice < 0.85:
+            pieces.append(bytes([rng.randrange(256), rng.randrange(4)]))      # kind with a bad length
+        else:
+            pieces.append(rng.randbytes(rng.randrange(1, 4)))                 # anything, EOL included
+    return b"".join(pieces)[:n]
+
+
+def test_options_reason_walks_in_place_as_option_offsets_does():
+    rng = random.Random(11)
+    seen = set()
+    for _ in range(4000):
+        n = rng.choice((4, 8, 12, 20, 32, 40))
+        opts = _random_options(rng, n)
+        other = bytearray(opts)
+        for _ in range(rng.randrange(3)):
+            other[rng.randrange(n)] = rng.randrange(256)
+        other = bytes(other)
+        head, head2 = rng.randbytes(rng.randrange(60)), rng.randbytes(rng.randrange(60))
+        data, data2 = head + opts + rng.randbytes(9), head2 + other + rng.randbytes(5)
+        expected = _options_reason_by_slices(opts, other)
+        assert tcp._options_reason(data, len(head), data2, len(head2), n) == expected, (opts, other)
+        seen.add(expected)
+    assert seen == {"tcp_ts_changed", "tcp_options_changed"}
+    # the second of two timestamp options is the one that changed
+    ts1, ts2, ts2b = bytes([8, 10]) + bytes(8), bytes([8, 10]) + bytes(range(8)), bytes([8, 10]) + bytes(range(1, 9))
+    assert tcp._options_reason(ts1 + ts2 + b"\x01\x01", 0, ts1 + ts2b + b"\x01\x01", 0, 22) == "tcp_ts_changed"
+    assert tcp._options_reason(b"\x01\x01" + ts1, 0, b"\x01\x01" + ts2, 0, 12) == "tcp_ts_changed"
+    assert tcp._options_reason(b"\x01\x01" + ts1, 0, b"\x01\x00" + ts2, 0, 12) == "tcp_options_changed"
+    # a timestamp option cut short by the area is no timestamp: nothing past the area is read
+    assert tcp._options_reason(b"\x01\x01\x08\x0a\x00\x00\x00\x01", 0, b"\x01\x01\x08\x0a\x00\x00\x00\x02", 0, 8) \
+        == "tcp_options_changed"
 
 
 def _extended(key, data, head, at, n, at2=0, n2=0, deferred=()):

@@ -10,7 +10,7 @@ from grotool.engine.csum cimport seed
 
 cdef long TCP_FLAG_CWR, TCP_FLAG_ECE, TCP_FLAG_URG, TCP_FLAG_ACK, TCP_FLAG_PSH, TCP_FLAG_RST
 cdef long TCP_FLAG_SYN, TCP_FLAG_FIN, TCP_DOFF, TCP_RESERVED, TCP_WINDOW
-cdef long _NOT_COMPARED, _COMPARED, _FIN_PSH, _FINAL_FLAGS
+cdef long _NOT_COMPARED, _COMPARED, _FIN_PSH, _FINAL_FLAGS, SEQ_MASK
 
 @cython.locals(raw=cython.p_uchar, top=long)
 cpdef long word32(bytes data, Py_ssize_t at)
@@ -18,8 +18,8 @@ cpdef long word32(bytes data, Py_ssize_t at)
 cpdef bint same_bytes(bytes a, Py_ssize_t i, bytes b, Py_ssize_t j, Py_ssize_t n)
 @cython.locals(i=Py_ssize_t, kind=int, olen=int, n=Py_ssize_t, found=list)
 cpdef list option_offsets(bytes opts)
-@cython.locals(i=Py_ssize_t, kind=int, olen=int, n=Py_ssize_t)
-cpdef _options_reason(bytes opts, bytes opts2)
+@cython.locals(i=Py_ssize_t, kind=int, olen=int, raw=cython.p_uchar)
+cpdef _options_reason(bytes data, Py_ssize_t at, bytes data2, Py_ssize_t at2, Py_ssize_t n)
 @cython.locals(data=bytes, field=long, folded=long, off=Py_ssize_t)
 cpdef bint validate_l4(GroNode gro, Skb skb, pseudo_sum, Py_ssize_t field_at, lco=*)
 cpdef checksum_verified(Skb skb)
@@ -34,7 +34,7 @@ cpdef tcp6_gro_receive(Bucket bucket, Skb skb, GroNode gro)
 cpdef _never_merged_reason(long flags)
 cpdef _flag_diff_reason(long flags, long diff)
 cpdef _final_reason(long flags, Py_ssize_t length)
-@cython.locals(data=bytes, raw=cython.p_uchar, raw2=cython.p_uchar, d2=bytes, off=Py_ssize_t, end=Py_ssize_t, length=Py_ssize_t, mss=Py_ssize_t,
+@cython.locals(data=bytes, d2=bytes, off=Py_ssize_t, end=Py_ssize_t, length=Py_ssize_t, mss=Py_ssize_t,
                th2=Py_ssize_t, flags=long, flags2=long, diff=long, outer=Py_ssize_t, key=bytes, p=Skb,
                final=bint)
 cpdef tcp_gro_receive(Bucket bucket, Skb skb, GroNode gro, Py_ssize_t thlen)

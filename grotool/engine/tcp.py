@@ -33,6 +33,7 @@ _NOT_COMPARED = TCP_FLAG_FIN | TCP_FLAG_PSH
 _COMPARED = ~_NOT_COMPARED
 _FIN_PSH = TCP_FLAG_FIN | TCP_FLAG_PSH
 _FINAL_FLAGS = TCP_FLAG_URG | TCP_FLAG_PSH | TCP_FLAG_RST | TCP_FLAG_SYN | TCP_FLAG_FIN
+SEQ_MASK = 0xFFFFFFFF                # sequence numbers are 32-bit: compared modulo 2**32
 _from_bytes = int.from_bytes
 _unpack_word32 = Struct(">I").unpack_from
 
@@ -268,16 +269,31 @@ def option_offsets(opts: bytes) -> list:
     return found
 
 
-def _options_reason(opts: bytes, opts2: bytes) -> str:
+def _options_reason(data: bytes, at: int, data2: bytes, at2: int, n: int) -> str:
     """tcp_ts_changed when the option layout is identical and only the
-    timestamp option's value differs, else tcp_options_changed.  Both hold
-    the same number of option bytes (the header lengths are equal)."""
-    n = len(opts)
-    for i, kind, olen in option_offsets(opts):
+    timestamp option's value differs, else tcp_options_changed.  The options
+    are the ``n`` bytes at ``at`` in ``data`` and at ``at2`` in ``data2`` (the
+    header lengths are equal), walked where they lie as option_offsets
+    walks them; a timestamp option the area cuts short is no timestamp."""
+    raw = data      # read in place (a C pointer in the compiled build): every read is below at + n
+    i = 0
+    while i < n:
+        kind = raw[at + i]
+        if kind == 0:
+            break
+        if kind == 1:
+            i += 1
+            continue
+        if i + 1 >= n:
+            break
+        olen = raw[at + i + 1]
+        if olen < 2:
+            break
         # the bytes before the timestamp values and after them are the same
-        if kind == 8 and olen == 10 and same_bytes(opts, 0, opts2, 0, i + 2) \
-                and same_bytes(opts, i + 10, opts2, i + 10, n - i - 10):
+        if kind == 8 and olen == 10 and i + 10 <= n and same_bytes(data, at, data2, at2, i + 2) \
+                and same_bytes(data, at + i + 10, data2, at2 + i + 10, n - i - 10):
             return "tcp_ts_changed"
+        i += olen
     return "tcp_options_changed"
 
 
@@ -294,7 +310,6 @@ def _final_reason(flags: int, length: int) -> str:
 
 def tcp_gro_receive(bucket, skb, gro, thlen):
     data = skb.data
-    raw = data     # the same bytes read in place (a C pointer in the compiled build): the header is present
     off = skb.off
     flags = word32(data, off + 12)
     # tcp_gro_lookup: the port pair completes the flow identity
@@ -326,8 +341,7 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
         elif not same_bytes(data, off + 8, d2, th2 + 8, 4):
             reason = "tcp_ack_changed"
         elif thlen > 20 and not same_bytes(data, off + 20, d2, th2 + 20, thlen - 20):
-            raw2 = d2      # the held packet's header: the same length, present
-            reason = _options_reason(raw[off + 20:off + thlen], raw2[th2 + 20:th2 + thlen])
+            reason = _options_reason(data, off + 20, d2, th2 + 20, thlen - 20)
         else:
             # gro_receive_network_flush: outer header, then inner if encapsulated
             # (network_flush's version-nibble dispatch, inlined for the outer one)
@@ -349,7 +363,7 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
                     reason = "tcp_no_payload"
                 elif length > mss:
                     reason = "tcp_oversize"
-                elif (word32(d2, th2 + 4) + p.payload_len - word32(data, off + 4)) & 0xFFFFFFFF:
+                elif (word32(d2, th2 + 4) + p.payload_len - word32(data, off + 4)) & SEQ_MASK:
                     reason = "tcp_seq_mismatch"
         if p.is_flist:
             # fraglist: the whole flag word must match (PSH/FIN too), at most 64
