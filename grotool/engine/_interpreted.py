@@ -5,8 +5,12 @@ read ``cython.compiled``.  Those modules import ``cython`` under TYPE_CHECKING,
 where only the Cython compiler reads it (it makes ``cython.compiled`` the
 constant True and drops the other branch), and take this stand-in otherwise,
 so the interpreter neither imports Cython nor needs it installed.
+
+``cython.cclass`` and ``cython.no_gc`` (class decorators for the compiled build:
+an extension type, whose objects the cycle collector does not track) leave a
+class as it is.
 """
 
 from types import SimpleNamespace
 
-cython = SimpleNamespace(compiled=False)
+cython = SimpleNamespace(compiled=False, cclass=lambda cls: cls, no_gc=lambda cls: cls)

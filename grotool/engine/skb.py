@@ -29,6 +29,12 @@ def _slots_repr(cls, obj) -> str:
     return f"{cls.__name__}({fields})"
 
 
+# Neither an skb nor a delivery can be part of a reference cycle: their fields
+# hold bytes, strings, integers and lists or tuples of those, never each other.
+# The compiled build leaves them out of the cycle collector (no tracking when
+# made and freed, nothing for a collection to walk).
+@cython.no_gc
+@cython.cclass
 class Skb:
     __slots__ = (
         # incoming packet, napi_gro_cb style
@@ -132,6 +138,8 @@ def new_skb(data, ts, index, l2_len, protocol, key) -> Skb:
     return skb
 
 
+@cython.no_gc
+@cython.cclass
 class Delivery:
     """One packet handed to the stack: a super-packet or a packet sent up unchanged."""
 
