@@ -1,8 +1,8 @@
 # Cython declarations for skb.py (used only by the compiled build): every Skb
 # field becomes a typed C field.  Offsets, lengths and small counters are
-# C integers (bounded by the frame and aggregate sizes), and so is the frame's
-# timestamp (bounded by the engine's clock); a delivery's timestamp, jiffies,
-# the flush reason and the checksum sum stay Python objects.  No rule lives here.
+# C integers (bounded by the frame and aggregate sizes), and so are the frame's
+# and the delivery's timestamps (bounded by the engine's clock); jiffies, the
+# flush reason and the checksum sum stay Python objects.  No rule lives here.
 cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.string cimport memcpy
@@ -46,7 +46,7 @@ cdef class Skb:
     cdef public int encapsulation
 
 cdef class Delivery:
-    cdef public object ts
+    cdef public long long ts
     cdef bytes _data
     cdef object _pieces
     cdef public Py_ssize_t frame_len
@@ -73,19 +73,19 @@ cdef class Stats:
     cdef public long long polls, irqs, timer_polls, normal_batches, tcp_fraglist_assumed
     cdef public dict udp_no_gro_path
 
-cpdef _fill(Delivery delivery, object ts, bytes data, Py_ssize_t segs, str reason, tuple indices, bytes key,
+cpdef _fill(Delivery delivery, long long ts, bytes data, Py_ssize_t segs, str reason, tuple indices, bytes key,
             Py_ssize_t gso_size, tuple gso_type, Py_ssize_t payload, Py_ssize_t queue, Py_ssize_t poll,
             str layer, Py_ssize_t l2_len, Py_ssize_t header_len, Py_ssize_t first_len, tuple merged_lens,
             bint fraglist, Py_ssize_t interface, object delivered_ns)
 @cython.locals(delivery=Delivery)
-cpdef Delivery new_delivery(object ts, bytes data, Py_ssize_t segs, str reason, tuple indices, bytes key,
+cpdef Delivery new_delivery(long long ts, bytes data, Py_ssize_t segs, str reason, tuple indices, bytes key,
                             Py_ssize_t gso_size, tuple gso_type, Py_ssize_t payload, Py_ssize_t queue,
                             Py_ssize_t poll, str layer, Py_ssize_t l2_len, Py_ssize_t header_len,
                             Py_ssize_t first_len, tuple merged_lens, bint fraglist, Py_ssize_t interface,
                             object delivered_ns)
 
 @cython.locals(delivery=Delivery)
-cpdef Delivery new_super_packet(object ts, bytearray header, bytes first, list merged_frames, Py_ssize_t segs,
+cpdef Delivery new_super_packet(long long ts, bytearray header, bytes first, list merged_frames, Py_ssize_t segs,
                                 str reason, tuple indices, bytes key, Py_ssize_t gso_size, tuple gso_type,
                                 Py_ssize_t payload, Py_ssize_t queue, Py_ssize_t poll, str layer,
                                 Py_ssize_t l2_len, Py_ssize_t header_len, tuple merged_lens, bint fraglist)
