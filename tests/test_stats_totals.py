@@ -1,8 +1,13 @@
 """The statistics' total flush reasons are summed from the flows when read: they
 must keep the order in which each reason was first seen across all flows (which
-breaks ties in the JSON's most-frequent-first order), not the flows' order."""
+breaks ties in the JSON's most-frequent-first order), not the flows' order.  A
+flow counts its first reasons in place and any further ones in a dict: the
+counts and their order are a plain dict's either way."""
+
+import random
 
 from grotool.engine.skb import Delivery
+from grotool.report import stats
 from grotool.report.stats import StatsCollector
 
 UNPARSED_LINKTYPE = 147          # a link type grotool does not parse: one flow per interface
@@ -52,3 +57,24 @@ def test_flow_reasons_most_frequent_first_ties_in_first_seen_order():
     assert list(flow["flush_reasons"].items()) == [("d", 3), ("c", 2), ("a", 2), ("b", 1)]
     # the order Counter.most_common gives, without building a Counter per flow
     assert list(flow["flush_reasons"].items()) == collector.flows[(0, collector.namer.flow)].reasons.most_common()
+
+
+def test_a_flow_counts_any_number_of_reasons_as_a_dict_would():
+    # stats.pxd sizes the in-place counters by this number
+    assert stats.REASON_SLOTS == 8
+    rng = random.Random(5)
+    names = [f"reason_{i}" for i in range(20)]
+    for distinct in (1, 7, 8, 9, 20):
+        collector = StatsCollector(UNPARSED_LINKTYPE)
+        expected = {}
+        deliveries = []
+        for _ in range(400):
+            # equal strings that are not the same object count as one reason
+            reason = "".join(list(rng.choice(names[:distinct])))
+            expected[reason] = expected.get(reason, 0) + 1
+            deliveries.append((0, reason, 1))
+        feed(collector, deliveries)
+        (fs,) = collector.flows.values()
+        assert list(fs.reason_counts.items()) == list(expected.items())
+        assert list(collector.reason_counts.items()) == list(expected.items())
+        assert fs.reasons == expected

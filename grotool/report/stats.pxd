@@ -7,8 +7,15 @@ from grotool.report.flows cimport FlowNamer
 
 cdef class FlowStats:
     cdef public object flow, interface, layout
-    cdef public dict reason_counts, layers
+    cdef public dict layers
+    cdef list _slot_reasons
+    cdef Py_ssize_t _slot_counts[8]     # REASON_SLOTS (stats.py; tests/test_stats_totals.py checks they agree)
+    cdef dict _more_reasons
     cdef public Py_ssize_t packets_in, packets_out, super_packets, max_segs, bytes_out
+    @cython.locals(names=list, n=Py_ssize_t, i=Py_ssize_t, more=dict)
+    cpdef bint count(self, str reason)
+    @cython.locals(names=list, i=Py_ssize_t)
+    cpdef add_reasons_to(self, dict totals)
 
 cdef class StatsCollector:
     cdef dict __dict__
@@ -18,7 +25,7 @@ cdef class StatsCollector:
     cdef public Py_ssize_t packets_in, packets_out, super_packets, max_segs
 
     # given the engine's deliveries (replay, api): a Delivery, whose fields are read as C struct fields
-    @cython.locals(fs=FlowStats, segs=cython.Py_ssize_t, reasons=dict)
+    @cython.locals(fs=FlowStats, segs=cython.Py_ssize_t)
     cpdef FlowStats add(self, Delivery delivery)
     # a flow's name: describe (explain, decision events) through the namer's cache,
     # _name(..., False) without it (add, once per new flow identity)

@@ -42,9 +42,15 @@ def make_namer(linktype: int, vxlan_ports=(), geneve_ports=()):
     return FlowNamer(linktype, vxlan_ports=vxlan_ports, geneve_ports=geneve_ports)
 
 
+# A flow counts its first REASON_SLOTS distinct flush reasons in place (C integers
+# in the compiled build: stats.pxd sizes the array by this number); any further
+# ones, which few flows see, in a dict.
+REASON_SLOTS = 8
+
+
 class FlowStats:
-    __slots__ = ("flow", "packets_in", "packets_out", "super_packets", "max_segs", "reason_counts", "bytes_out",
-                 "interface", "layers", "layout")
+    __slots__ = ("flow", "packets_in", "packets_out", "super_packets", "max_segs", "_slot_reasons", "_slot_counts",
+                 "_more_reasons", "bytes_out", "interface", "layers", "layout")
 
     def __init__(self, flow: FlowTuple, interface: int = 0):
         self.flow = flow
@@ -53,13 +59,54 @@ class FlowStats:
         self.packets_out = 0
         self.super_packets = 0
         self.max_segs = 0
-        self.reason_counts: Dict[str, int] = {}   # flush reason -> packets, in first-seen order
+        # flush reason -> packets (reason_counts): reasons in first-seen order and their counts
+        self._slot_reasons: List[str] = []
+        self._slot_counts = [0] * 8                  # REASON_SLOTS zeros (a C array in the compiled build)
+        self._more_reasons: Optional[Dict[str, int]] = None    # past the slots, in first-seen order
         self.bytes_out = 0
         # (reason, "outer"/"inner") -> packets, of encapsulated packets (a plain dict:
         # a Counter per flow cost more than the rest of a new flow's record); made
         # on the first encapsulated delivery: most flows never need it
         self.layers: Optional[Dict[Tuple[str, str], int]] = None
         self.layout: Optional["LayoutTotals"] = None   # with --layout: this flow's super-packets' shapes
+
+    def count(self, reason: str) -> bool:
+        """One more packet flushed for ``reason``; True when the flow had not seen it."""
+        names = self._slot_reasons
+        n = len(names)
+        for i in range(n):
+            if names[i] == reason:
+                self._slot_counts[i] += 1
+                return False
+        if n < REASON_SLOTS:
+            names.append(reason)
+            self._slot_counts[n] = 1
+            return True
+        more = self._more_reasons
+        if more is None:
+            more = self._more_reasons = {}
+        seen = more.get(reason)
+        more[reason] = 1 if seen is None else seen + 1
+        return seen is None
+
+    def add_reasons_to(self, totals: Dict[str, int]) -> None:
+        """Add this flow's count of each reason to ``totals`` (which has every reason)."""
+        names = self._slot_reasons
+        for i in range(len(names)):
+            totals[names[i]] += self._slot_counts[i]
+        if self._more_reasons:
+            for reason, n in self._more_reasons.items():
+                totals[reason] += n
+
+    @property
+    def reason_counts(self) -> Dict[str, int]:
+        """Flush reason -> packets, in first-seen order (a new dict)."""
+        counts = {}
+        for i, reason in enumerate(self._slot_reasons):
+            counts[reason] = self._slot_counts[i]
+        if self._more_reasons:
+            counts.update(self._more_reasons)
+        return counts
 
     @property
     def reasons(self) -> Counter:
@@ -192,8 +239,7 @@ class StatsCollector:
         """Flush reason -> packets, in first-seen order."""
         totals = dict.fromkeys(self._reasons_seen, 0)
         for fs in self.flows.values():
-            for reason, n in fs.reason_counts.items():
-                totals[reason] += n
+            fs.add_reasons_to(totals)
         return totals
 
     @property
@@ -223,14 +269,10 @@ class StatsCollector:
         fs.packets_in += segs
         fs.packets_out += 1
         fs.bytes_out += delivery.frame_len
-        reasons = fs.reason_counts
-        n = reasons.get(reason)
-        if n is None:
-            n = 0
+        if fs.count(reason):
             # a flow's first sight of a reason: in delivery order, the first of these
             # for each reason is its first sight overall
             self._reasons_seen[reason] = None
-        reasons[reason] = n + 1
         layer = delivery.layer
         if layer:
             layers = fs.layers
