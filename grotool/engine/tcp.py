@@ -246,6 +246,23 @@ def _flag_diff_reason(flags: int, diff: int) -> str:
     return "tcp_window_changed"
 
 
+def option_step(data: bytes, at: int, i: int, n: int) -> int:
+    """How far the option at offset ``i`` of the ``n`` option bytes at ``at``
+    reaches (1 for no-operation padding), or 0 where a walk of the options
+    ends: the end-of-list option, or a malformed option header (no length
+    byte, a length below 2).  The caller reads only while i < n."""
+    raw = data      # read in place (a C pointer in the compiled build): at + i < at + n is inside data
+    kind = raw[at + i]
+    if kind == 0:
+        return 0
+    if kind == 1:
+        return 1
+    if i + 1 >= n:
+        return 0
+    olen = raw[at + i + 1]
+    return olen if olen >= 2 else 0
+
+
 def option_offsets(opts: bytes) -> list:
     """(offset, kind, length) of each TCP option in ``opts`` up to the end-of-list
     option or the first malformed one; no-operation padding is skipped."""
@@ -253,19 +270,12 @@ def option_offsets(opts: bytes) -> list:
     i = 0
     n = len(opts)
     while i < n:
-        kind = opts[i]
-        if kind == 0:
+        step = option_step(opts, 0, i, n)
+        if not step:
             break
-        if kind == 1:
-            i += 1
-            continue
-        if i + 1 >= n:
-            break
-        olen = opts[i + 1]
-        if olen < 2:
-            break
-        found.append((i, kind, olen))
-        i += olen
+        if opts[i] != 1:
+            found.append((i, opts[i], step))
+        i += step
     return found
 
 
@@ -273,27 +283,18 @@ def _options_reason(data: bytes, at: int, data2: bytes, at2: int, n: int) -> str
     """tcp_ts_changed when the option layout is identical and only the
     timestamp option's value differs, else tcp_options_changed.  The options
     are the ``n`` bytes at ``at`` in ``data`` and at ``at2`` in ``data2`` (the
-    header lengths are equal), walked where they lie as option_offsets
-    walks them; a timestamp option the area cuts short is no timestamp."""
-    raw = data      # read in place (a C pointer in the compiled build): every read is below at + n
+    header lengths are equal), walked where they lie as option_offsets walks
+    them; a timestamp option the area cuts short is no timestamp."""
     i = 0
     while i < n:
-        kind = raw[at + i]
-        if kind == 0:
+        step = option_step(data, at, i, n)
+        if not step:
             break
-        if kind == 1:
-            i += 1
-            continue
-        if i + 1 >= n:
-            break
-        olen = raw[at + i + 1]
-        if olen < 2:
-            break
-        # the bytes before the timestamp values and after them are the same
-        if kind == 8 and olen == 10 and i + 10 <= n and same_bytes(data, at, data2, at2, i + 2) \
+        # a timestamp option: the bytes before its values and after them are the same
+        if step == 10 and data[at + i] == 8 and i + 10 <= n and same_bytes(data, at, data2, at2, i + 2) \
                 and same_bytes(data, at + i + 10, data2, at2 + i + 10, n - i - 10):
             return "tcp_ts_changed"
-        i += olen
+        i += step
     return "tcp_options_changed"
 
 
