@@ -566,9 +566,10 @@ def run() -> None:
     with the cycle collector tuned for a process that replays.  A replay
     allocates a few container objects per frame (the lists and tuples of skbs
     and deliveries; those two types are not tracked at all, see engine/skb.py)
-    that reference counting frees; the collector only re-examines them.  The objects made at start-up (modules, functions, tables) are set
-    aside for good, and young collections run every 5,000 allocations instead
-    of 700: 1.5% of the instructions of a bulk replay, 4% with 10,000 flows.
+    that reference counting frees; the collector only re-examines them.  The
+    objects made at start-up (modules, functions, tables) are set aside for
+    good, and young collections run every 5,000 allocations instead of 700:
+    1.5% of the instructions of a bulk replay, 4% with 10,000 flows.
     grotool.__main__ keeps the collector off while the program is imported
     (3% of the start-up's instructions) and this turns it on again.
     (Not done by main() itself: a program calling it keeps its own settings.)"""

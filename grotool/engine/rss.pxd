@@ -5,8 +5,9 @@ cimport cython
 cpdef (Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t) input_ranges(bytes data, Py_ssize_t off, int protocol)
 @cython.locals(first=Py_ssize_t, first_len=Py_ssize_t, second=Py_ssize_t, second_len=Py_ssize_t, end=Py_ssize_t)
 cpdef bytes hash_input(bytes data, Py_ssize_t off, int protocol)
-@cython.locals(table=bytearray, buf="unsigned char *", words="unsigned int *", shift=Py_ssize_t, pos=Py_ssize_t, base=Py_ssize_t,
-               size=Py_ssize_t, j=int, v=Py_ssize_t, window=cython.uint)
+cpdef list _byte_windows(key, Py_ssize_t shift, Py_ssize_t pos)
+@cython.locals(table=bytearray, buf="unsigned char *", words="unsigned int *", shift=Py_ssize_t, pos=Py_ssize_t,
+               base=Py_ssize_t, windows=list, size=Py_ssize_t, j=int, v=Py_ssize_t, window=cython.uint)
 cpdef bytes _flat_table(key, Py_ssize_t bits, Py_ssize_t nbytes)
 @cython.locals(result=cython.uint, entry=cython.uint, pos=Py_ssize_t, row=list, raw="const unsigned char *")
 cpdef unsigned int _hash_by_tables(list tables, bytes tuple_bytes)
@@ -24,5 +25,5 @@ cdef class Toeplitz:
                    flat="const unsigned char *", words="const unsigned int *", raw="const unsigned char *",
                    result=cython.uint, pos=Py_ssize_t)
     cpdef unsigned int flow_hash(self, bytes data, Py_ssize_t off, int protocol)
-    @cython.locals(pos=Py_ssize_t, j=int, tables=list, row=list)
+    @cython.locals(j=int, tables=list, row=list)
     cpdef list _tables(self, Py_ssize_t nbytes)

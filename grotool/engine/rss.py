@@ -96,8 +96,7 @@ class Toeplitz:
         key = self._key
         shift = self._bits - 32
         while len(tables) < nbytes:
-            pos = len(tables)
-            windows = [(key >> (shift - (pos * 8 + j))) & 0xFFFFFFFF for j in range(8)]
+            windows = _byte_windows(key, shift, len(tables))
             # row[byte]: the XOR of windows[j] for each set bit j of byte (bit 0 the
             # most significant), built bit by bit from the least significant one
             row = [0]
@@ -108,22 +107,30 @@ class Toeplitz:
         return tables
 
 
+def _byte_windows(key: int, shift: int, pos: int) -> list:
+    """The 32-bit key windows of the eight bits of input byte ``pos``, its most
+    significant bit first: the window of input bit i is the key's 32 bits from
+    bit i on (``shift``: the key's length in bits minus 32)."""
+    return [(key >> (shift - (pos * 8 + j))) & 0xFFFFFFFF for j in range(8)]
+
+
 def _flat_table(key: int, bits: int, nbytes: int) -> bytes:
     """The compiled build's tables (see Toeplitz._tables) for the first ``nbytes``
     input bytes, as one string of native 32-bit words: (position, byte) at
-    256 * position + byte.  Built in C words, not Python ints (a few thousand
-    instructions instead of four million at every start)."""
+    256 * position + byte.  Filled as C words, not built as Python ints (-4 M
+    instructions of every start)."""
     table = bytearray(nbytes << 10)
     buf = table                                    # (a C pointer in the compiled build)
     words = cython.cast(cython.p_uint, buf)        # written in place: 256 words a position
     shift = bits - 32
     for pos in range(nbytes):
         base = pos << 8
+        windows = _byte_windows(key, shift, pos)
         # as _tables: entry (base + byte) XORs the windows of byte's set bits,
         # bit 0 the most significant, doubling from the least significant one
         size = 1
         for j in range(7, -1, -1):
-            window = (key >> (shift - (pos * 8 + j))) & 0xFFFFFFFF
+            window = windows[j]
             for v in range(size):
                 words[base + size + v] = words[base + v] ^ window
             size <<= 1
