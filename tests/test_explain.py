@@ -32,7 +32,7 @@ def jsonl(text: str):
 EXPECTED_TEXT = """\
 mixed.pcap: 318 frames, 271 packets delivered
 device nic (1 RX queue, budget 64, rx-usecs 8, rx-frames 32, HZ 250, gro_flush_timeout 0, napi_defer_hard_irqs 0)
-settings: csum auto; gro on; gro_max_size 65536; gro_ipv4_max_size 65536; host: no UDP GRO sockets, no tunnel devices
+settings: kernel Linux 6.18.44, stable; csum auto; gro on; gro_max_size 65536; gro_ipv4_max_size 65536; host: no UDP GRO sockets, no tunnel devices
 poll 49
   286  0.000463  tcp 10.1.0.1:40000 > 10.0.0.1:5201  merged          -               held: frame 285, 1 seg
    ->  0.000458  tcp 10.1.0.1:40000 > 10.0.0.1:5201  flushed         napi_complete   delivered frames 285-286 (2 segs)  [napi_complete_done]

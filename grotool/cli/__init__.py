@@ -188,8 +188,11 @@ def _render_replay(result, console: Console, top: int) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    from ..engine.kernels import cached_profile
+
     totals = result.totals
-    table = Table(title="GRO per flow", show_lines=False, header_style="bold")
+    kernel = cached_profile(result.document["settings"]["kernel"])
+    table = Table(title=f"GRO per flow ({kernel.description})", show_lines=False, header_style="bold")
     table.add_column("flow", overflow="fold")
     table.add_column("in", justify="right")
     table.add_column("out", justify="right")
@@ -223,7 +226,7 @@ def _render_replay(result, console: Console, top: int) -> None:
 
 
 from ..report.hints import host_hint  # noqa: E402
-from .hostopts import host_options, host_settings, layout_option  # noqa: E402
+from .hostopts import host_options, host_settings, kernel_option, layout_option  # noqa: E402
 
 
 @main.command(epilog=EXIT_CODES_HELP)
@@ -287,6 +290,7 @@ from .hostopts import host_options, host_settings, layout_option  # noqa: E402
                    "it covers; exit 1 naming the first input frame that differs (docs/split.md).")
 @host_options
 @layout_option
+@kernel_option
 @user_errors
 def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro, gro_max_size, gro_ipv4_max_size,
            max_skb_frags, gro_normal_batch, hz, rx_queues, rss_key, veth_rss, rx_usecs, rx_frames,
@@ -306,7 +310,7 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
                         rx_queues=rx_queues, rss_key=rss_key, rx_usecs=rx_usecs, rx_frames=rx_frames,
                         gro_flush_timeout=gro_flush_timeout, napi_defer_hard_irqs=napi_defer_hard_irqs,
                         poll_ns_per_frame=poll_ns_per_frame, veth_rss=veth_rss, layout=layout or "",
-                        **host_settings(host))
+                        kernel=host.pop("kernel"), **host_settings(host))
     if output_path == "-" and json_path == "-":
         raise click.UsageError("OUTPUT and --json cannot both be standard output")
     _check_outputs(**{"output capture": output_path, "--json": json_path, "--packets": packets_path,

@@ -38,7 +38,10 @@ def device_summary(settings) -> str:
 
 
 def settings_summary(settings) -> str:
-    parts = [f"csum {settings.csum}", f"gro {'on' if settings.gro else 'off'}",
+    from ..engine.kernels import cached_profile
+
+    parts = [f"kernel {cached_profile(settings.kernel).description}",
+             f"csum {settings.csum}", f"gro {'on' if settings.gro else 'off'}",
              f"gro_max_size {settings.gro_max_size}", f"gro_ipv4_max_size {settings.gro_ipv4_max_size}"]
     host = []
     if settings.udp_gro_forwarding:
@@ -218,6 +221,8 @@ def _print_text(console: Console, rows, result, settings, first_ts: int) -> None
             details.append(f"held: frame {event.held_frame}, {event.held_segs} seg{plural}")
         if event.layer:
             details.append(f"{event.layer} header")
+        if event.row:
+            details.append(event.row)
         if event.reason or details:
             line.append("  ")
             reason = event.reason or "-"

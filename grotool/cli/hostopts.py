@@ -52,3 +52,22 @@ layout_option = click.option(
     "--layout", type=click.Choice(list(LAYOUTS)), default=None,
     help="Model how the driver hands frames to GRO (the skb layout: frags vs frag_list, truesize) and report "
          "it in the statistics (skb_layout); it never changes a decision.")
+
+
+def _check_kernel(ctx, _param, value):
+    from ..engine.kernels import cached_profile
+    from ..errors import EXIT_USAGE
+
+    try:
+        cached_profile(value)
+    except ValueError as exc:
+        click.echo(f"grotool: error: --kernel: {exc}", err=True)
+        ctx.exit(EXIT_USAGE)
+    return value
+
+
+kernel_option = click.option(
+    "--kernel", default="6.18", show_default=True, callback=_check_kernel, metavar="VERSION",
+    help="The kernel whose GRO is modelled: a long-term series (5.10, 5.15, 6.1, 6.6, 6.12, 6.18: its "
+         "current stable release), a mainline release 5.10.0 to 6.18.0, or a stable release of a long-term "
+         "series (`grotool kernels` lists them and what differs).")

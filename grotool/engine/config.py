@@ -66,6 +66,7 @@ class Settings:
     geneve_ports: Tuple[int, ...] = ()   # GENEVE devices, by port
     local_tcp: Tuple[str, ...] = ()      # established local TCP sockets: "A:P>B:P" or "B:P" (see hoststate.py)
     layout: str = ""                     # skb layout model (layout.py) for the statistics; "" = not modelled
+    kernel: str = "6.18"                 # the kernel release whose GRO is modelled (kernels.py profiles)
 
     def validate(self) -> None:
         if self.device not in ("nic", "veth"):
@@ -108,6 +109,8 @@ class Settings:
         from .layout import LAYOUTS
         if self.layout and self.layout not in LAYOUTS:
             raise ValueError(f"unknown --layout {self.layout!r} (one of {', '.join(LAYOUTS)})")
+        from .kernels import cached_profile
+        cached_profile(self.kernel)          # ValueError naming the known kernels
         if not 1 <= self.max_skb_frags <= 45:
             raise ValueError("max_skb_frags must be 1..45 (CONFIG_MAX_SKB_FRAGS)")
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Tuple
 
 from .config import GRO_HASH_BUCKETS
-from .evidence import evidence, flush_evidence
+from .evidence import evidence, flush_evidence, version_row
 from .reasons import REASONS
 
 SCHEMA = "grotool.events/1"
@@ -50,6 +50,7 @@ class Event:
     interface: int = 0               # capture interface (device)
     key: bytes = field(default=b"", repr=False)    # the engine's flow identity (b"" when not parsed)
     data: bytes = field(default=b"", repr=False)   # the frame (for a completion, its first frame)
+    row: str = ""                    # the kernel history row whose version-dependent branch decided, or ""
 
     @property
     def delivered(self) -> bool:
@@ -72,6 +73,8 @@ class Event:
             doc["cause"] = self.cause
         if self.interface:
             doc["interface"] = self.interface
+        if self.row:
+            doc["row"] = self.row
         return doc
 
 
@@ -112,7 +115,8 @@ class EventRecorder:
             # before complete(): a tunnel's completion rewrites encap_mark
             event = Event("completion", p.index + 1, p.ts, outcome, reason, _function(reason), why, layer,
                           gro.queue, gro.poll, p.hash & (GRO_HASH_BUCKETS - 1), None, 0, frames, p.count,
-                          cause, interface, p.key, p.data)
+                          cause, interface, p.key, p.data,
+                          version_row(reason, p, skb, gro, layer) if outcome == "completed_held" else "")
             if skb is not None:
                 state["completed"].append((p, event))
             else:
@@ -160,7 +164,7 @@ class EventRecorder:
             sink(Event("frame", frame, skb.ts, outcome, reason, _function(reason), why, layer, gro.queue,
                        gro.poll, bucket, compared.index + 1 if compared is not None else None, held_segs,
                        (frame,) if sent is not None else (), 1 if sent is not None else 0, None, interface,
-                       key, skb.data))
+                       key, skb.data, version_row(reason, compared, skb, gro, layer)))
             for _, e in completed:
                 sink(e)
 

@@ -275,7 +275,7 @@ def _csum_state(p, skb, gro, layer):
 
 # -- skb_gro_receive / skb_gro_receive_list -----------------------------------------
 def _merge_size(p, skb, gro, layer):
-    limit = gro.settings.gro_max_size if p.protocol == 0x86DD else gro.settings.gro_ipv4_max_size
+    limit = gro.ipv6_max_size if p.protocol == 0x86DD else gro.ipv4_max_size
     return f"size {p.length} + {_payload(skb)} >= {limit}"
 
 
@@ -382,3 +382,65 @@ def flush_evidence(reason: str, p, gro) -> str:
     if reason in ("napi_complete_old", "budget_exhausted_old"):
         return f"held since jiffy {p.age}, now {gro.jiffies}"
     return ""
+
+
+# -- the kernel history row behind a decision (kernels.py) ------------------------------
+# Reasons whose rule differs between kernel releases: the row whose branch decided.
+_REASON_ROWS = {
+    "ip_id_not_incrementing": "L2", "ip_id_not_fixed": "L2",
+    "ipv6_hoplimit_changed": "V1",
+    "tcp_flist_mismatch": "T2",
+    "merge_max_size": "C7", "merge_bigtcp_ineligible": "C9",
+}
+_UDP_L3_REASONS = frozenset(("ip_ttl_changed", "ip_tos_changed", "ip_df_changed", "ip_id_not_incrementing",
+                             "ip_id_not_fixed", "ipv6_hoplimit_changed", "ipv6_tclass_changed"))
+
+
+def _ipid_row(reason, p, skb, gro, layer) -> str:
+    """The IP ID rows decide only where the eras differ: a header without DF
+    keeping its ID (row L2), an outer header with DF (checked from 6.18, row
+    L2), an outer ID held fixed by the inner header's bit (6.10-6.17, row L1)."""
+    at = _l3(skb, layer)
+    df = skb.data[at + 6] & 0x40
+    if layer == "outer" and df:
+        return "L2"
+    if layer == "outer" and reason == "ip_id_not_fixed" and gro.ipid_rule == 1:
+        return "L1"
+    if not df and (_u16(skb.data, at + 4) == _u16(p.data, at + 4) or reason == "ip_id_not_fixed"):
+        return "L2"
+    return ""
+
+
+def version_row(reason: Optional[str], p, skb, gro, layer: str = "") -> str:
+    """How explain names the kernel history row whose version-dependent branch
+    made this decision ("row T1: CWR goes up alone (6.15+)"), or "".  A row the
+    profile lacks is named too: its absence decided ("row L2, not in 6.1.192: ...")."""
+    from .kernels import BY_ID
+
+    row_id = ""
+    try:
+        if reason == "tcp_flags_changed" and p is not None and skb is not None and skb.l4_off:
+            diff = skb.data[skb.l4_off + 13] ^ p.data[p.l4_off + 13]
+            if diff == 0x80:
+                row_id = "T1"                        # only CWR differs
+        elif reason is None and p is not None and skb is not None and skb.same_flow and p.l4_off \
+                and p.proto == 6 and p.data[p.l4_off + 13] & 0x80 and not gro.tcp_cwr_compared:
+            row_id = "T1"                            # merged behind a CWR head
+        elif reason in _UDP_L3_REASONS and p is not None and p.proto == 17:
+            row_id = "U1"
+        elif reason in ("ip_id_not_incrementing", "ip_id_not_fixed") and p is not None and skb is not None:
+            row_id = _ipid_row(reason, p, skb, gro, layer)
+        elif reason == "udp_no_gro_path" and gro.settings.udp_gro_forwarding and not gro.kernel.holds("U2"):
+            row_id = "U2"
+        elif reason is not None:
+            row_id = _REASON_ROWS.get(reason, "")
+            if row_id == "C9" and not gro.kernel.holds("C9") and gro.kernel.holds("C8"):
+                row_id = "C8"
+    except (IndexError, StructError):
+        return ""
+    if not row_id:
+        return ""
+    row = BY_ID[row_id]
+    if gro.kernel.holds(row_id):
+        return row.label()
+    return f"row {row.id}, not in {gro.kernel.release}: {row.title} ({row.since}+)"

@@ -6,7 +6,7 @@ cimport cython
 from cpython.bytearray cimport PyByteArray_FromStringAndSize
 from grotool.engine.skb cimport Delivery, Skb, Stats, new_delivery, new_super_packet
 
-cdef int GRO_HASH_BUCKETS, MAX_GRO_SKBS
+cdef int GRO_HASH_BUCKETS, MAX_GRO_SKBS, GRO_LEGACY_MAX_SIZE
 cdef dict PACKET_OFFLOADS
 from grotool.engine.offloads cimport packet_offload
 
@@ -24,7 +24,13 @@ cdef class GroNode:
     cdef public list buckets, rx_list
     cdef public tuple packet_offloads
     cdef public Py_ssize_t held_count, rx_count, queue, poll, _batch, max_skb_frags, size_check_from
-    cdef public bint verify_l4, csum_auto, gro_enabled, rx_gro_list, l4_csum_full
+    cdef public bint verify_l4, csum_auto, gro_enabled, l4_csum_full
+    # the kernel profile's rows (kernels.py), read by the rule sites
+    cdef public object kernel
+    cdef public bint rx_count_segs, tcp_fraglist, tcp_cwr_compared, udp_l3_checks, flist_honours_flush, bigtcp_ipv4
+    cdef public int ipid_rule
+    cdef public bytes ipv6_key_fields
+    cdef public Py_ssize_t ipv6_max_size, ipv4_max_size
 
     @cython.locals(bucket=Bucket, entry=tuple, pp=Skb, oldest=Skb)
     cpdef receive(self, Skb skb)

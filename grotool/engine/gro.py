@@ -15,11 +15,13 @@ if TYPE_CHECKING:
 else:
     from ._interpreted import cython
 
-from .config import GRO_HASH_BUCKETS, MAX_GRO_SKBS, Settings
+from .config import GRO_HASH_BUCKETS, GRO_LEGACY_MAX_SIZE, MAX_GRO_SKBS, Settings
 from .hoststate import HostSockets
+from .kernels import cached_profile
 from .skb import Delivery, Skb, Stats, new_delivery, new_super_packet
 from . import offloads
 from .offloads import PACKET_OFFLOADS, packet_offload
+from .ipv6 import KEY_FIELDS, KEY_FIELDS_WITH_HOPLIMIT      # (after offloads, which imports ipv6)
 
 
 class Bucket:
@@ -77,11 +79,33 @@ class GroNode:
         self.csum_auto = settings.csum == "auto"
         self.gro_enabled = settings.gro
         self.max_skb_frags = settings.max_skb_frags
-        self.host = HostSockets(settings)
-        self.rx_gro_list = settings.rx_gro_list
         self.l4_csum_full = settings.l4_csum == "full"
+        # the kernel release modelled: each version-dependent rule reads its row here, once
+        kernel = cached_profile(settings.kernel)
+        self.kernel = kernel
+        self.host = HostSockets(settings, kernel)
+        self.rx_count_segs = kernel.holds("C1")
+        self.tcp_fraglist = settings.rx_gro_list and kernel.holds("T2")
+        self.tcp_cwr_compared = kernel.holds("T1")
+        # inet_gro_flush's IP ID rule: 0 before 6.10, 1 from 6.10 (row L1), 2 from 6.18 (row L2)
+        self.ipid_rule = 2 if kernel.holds("L2") else 1 if kernel.holds("L1") else 0
+        self.udp_l3_checks = kernel.holds("U1")
+        self.flist_honours_flush = kernel.holds("C11")
+        # row V1: before 5.18 the hop limit is part of the same-flow key
+        self.ipv6_key_fields = KEY_FIELDS if kernel.holds("V1") else KEY_FIELDS_WITH_HOPLIMIT
+        # skb_gro_receive's size limits (merge_allowed_size)
+        if not kernel.holds("C7"):
+            self.ipv6_max_size = self.ipv4_max_size = GRO_LEGACY_MAX_SIZE
+        elif not kernel.holds("C9"):
+            # one gro_max_size for every protocol; above 64 KiB only from 5.19 (C8)
+            self.ipv6_max_size = self.ipv4_max_size = settings.gro_max_size if kernel.holds("C8") \
+                else min(settings.gro_max_size, GRO_LEGACY_MAX_SIZE)
+        else:
+            self.ipv6_max_size = settings.gro_max_size
+            self.ipv4_max_size = settings.gro_ipv4_max_size
+        self.bigtcp_ipv4 = kernel.holds("C9")
         # below every limit merge_allowed_size checks, it cannot refuse
-        self.size_check_from = min(65536, settings.gro_max_size, settings.gro_ipv4_max_size)
+        self.size_check_from = min(GRO_LEGACY_MAX_SIZE, self.ipv6_max_size, self.ipv4_max_size)
         # the packet_offload list this kernel has, as (type, gro_receive,
         # gro_complete): without CONFIG_VLAN_8021Q no VLAN GRO
         self.packet_offloads = tuple(
@@ -130,24 +154,27 @@ class GroNode:
         skb.ip_fixedid = 0
         skb.flag_or = 0
         skb.encapsulation = 0
-        if not self.rx_gro_list:
-            skb.is_flist = 0                         # only rx-gro-list decides per packet
+        if not self.tcp_fraglist:
+            skb.is_flist = 0                         # only TCP fraglist GRO decides per packet
         bucket.held.append(skb)
         self.held_count += 1
 
     def merge_allowed_size(self, p: Skb, skb: Skb, length: int) -> Optional[str]:
         """skb_gro_receive's size limits; returns the refusal reason or None."""
         total = p.length + length
-        # netif_get_gro_max_size: gro_max_size for IPv6, gro_ipv4_max_size otherwise
+        # netif_get_gro_max_size: gro_max_size for IPv6, gro_ipv4_max_size otherwise (rows C7, C9)
         if p.protocol == 0x86DD:
-            limit = self.settings.gro_max_size
+            limit = self.ipv6_max_size
         else:
-            limit = self.settings.gro_ipv4_max_size
+            limit = self.ipv4_max_size
         if total >= limit:
             return "merge_max_size"
-        if total >= 65536:
-            # BIG TCP: only plain TCP, never an encapsulated aggregate
+        if total >= GRO_LEGACY_MAX_SIZE:
+            # BIG TCP: only plain TCP, never an encapsulated aggregate; before 6.3
+            # (row C9) only IPv6 whose next header is TCP itself
             if skb.proto != 6 or p.encap_mark:
+                return "merge_bigtcp_ineligible"
+            if not self.bigtcp_ipv4 and (p.protocol != 0x86DD or p.data[p.network_offsets[0] + 6] != 6):
                 return "merge_bigtcp_ineligible"
         return None
 
@@ -176,9 +203,8 @@ class GroNode:
     def merge_list(self, p: Skb, skb: Skb) -> Optional[str]:
         """skb_gro_receive_list (fraglist GRO): chain the whole skb, headers pulled
         off, behind p.  Returns a refusal reason or None."""
-        if skb.flush is not None:
-            # a flagged skb is refused, as skb_gro_receive does (a 6.18.y stable
-            # fix; 6.18.44 has it, checked against the kernel)
+        if skb.flush is not None and self.flist_honours_flush:
+            # a flagged skb is refused, as skb_gro_receive does (row C11)
             return skb.flush
         data = skb.data
         if p.length + len(data) - skb.l2_len >= 65536:
@@ -227,7 +253,8 @@ class GroNode:
     def normal_one(self, delivery: Delivery) -> None:
         """gro_normal_one: rx_count counts segments; a full batch goes to the stack."""
         self.rx_list.append(delivery)
-        self.rx_count += delivery.segs
+        # row C1: 5.10.0 counted one per delivery
+        self.rx_count += delivery.segs if self.rx_count_segs else 1
         if self.rx_count >= self._batch:
             self.normal_list()
 

@@ -17,6 +17,8 @@ IPV6_MAXPLEN = 65535
 # the same-flow bits of the header's first 7 bytes (extend_key_masked): version
 # and flow label without the traffic class, not the payload length, next header
 KEY_FIELDS = b"\xf0\x0f\xff\xff\x00\x00\xff"
+# before 5.18 (row V1) the hop limit, the 8th byte, is compared as part of the flow too
+KEY_FIELDS_WITH_HOPLIMIT = KEY_FIELDS + b"\xff"
 
 
 def ipv6_gro_receive(bucket, skb, gro):
@@ -52,7 +54,7 @@ def ipv6_gro_receive(bucket, skb, gro):
     skb.proto = nexthdr
     # same flow: version + flow label (traffic class excluded), addresses,
     # next header, and the bytes of any extension headers
-    extend_key_masked(skb, data, off, KEY_FIELDS, off + 8, pos - off - 8)   # then addresses, extension headers
+    extend_key_masked(skb, data, off, gro.ipv6_key_fields, off + 8, pos - off - 8)   # then addresses, extension headers
     if pending and skb.flush is None:
         skb.flush = "ipv6_payload_len_mismatch"
     skb.off = pos

@@ -28,7 +28,7 @@ TCP_FLAG_FIN = 0x00010000
 TCP_DOFF = 0xF0000000
 TCP_RESERVED = 0x0F000000
 TCP_WINDOW = 0x0000FFFF
-# 6.15+ (AccECN fix): a CWR difference is a flag mismatch; only FIN and PSH may differ
+# only FIN and PSH may differ; CWR too before 6.15 (row T1, read by tcp_gro_receive)
 _NOT_COMPARED = TCP_FLAG_FIN | TCP_FLAG_PSH
 _COMPARED = ~_NOT_COMPARED
 _FIN_PSH = TCP_FLAG_FIN | TCP_FLAG_PSH
@@ -321,8 +321,8 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
     length = len(data) - end
     mss = 1
     p = bucket.find(skb.hash, key)
-    if gro.rx_gro_list:
-        # tcp4/6_check_fraglist_gro: a held packet passes its mode on; otherwise
+    if gro.tcp_fraglist:
+        # row T2, tcp4/6_check_fraglist_gro: a held packet passes its mode on; otherwise
         # fraglist GRO is for flows no local established socket terminates
         if p is not None:
             skb.is_flist = p.is_flist
@@ -335,8 +335,10 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
         flags2 = word32(d2, th2 + 12)
         reason = None
         diff = (flags ^ flags2) & _COMPARED
+        if not gro.tcp_cwr_compared:
+            diff &= ~TCP_FLAG_CWR             # row T1: before 6.15 a held CWR head takes later segments
         if flags & TCP_FLAG_CWR:
-            reason = "tcp_cwr"                # 6.18: an incoming CWR always flushes
+            reason = "tcp_cwr"                # an incoming CWR always flushes
         elif diff:
             reason = _flag_diff_reason(flags, diff)
         elif not same_bytes(data, off + 8, d2, th2 + 8, 4):
@@ -348,14 +350,14 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
             # (network_flush's version-nibble dispatch, inlined for the outer one)
             outer = skb.network_offsets[0]
             if data[outer] >> 4 == 6:
-                reason = ipv6_gro_flush(p, skb, outer, 0)
+                reason = ipv6_gro_flush(p, skb, outer, 0, gro)
             else:
-                reason = inet_gro_flush(p, skb, outer, 0)
+                reason = inet_gro_flush(p, skb, outer, 0, gro)
             if p.encap_mark:
                 if reason is not None:
                     p.flush_layer = "outer"
                 else:
-                    reason = network_flush(p, skb, skb.network_offsets[1], 1)
+                    reason = network_flush(p, skb, skb.network_offsets[1], 1, gro)
                     if reason is not None:
                         p.flush_layer = "inner"
             if reason is None:
@@ -446,10 +448,14 @@ def _finish(gro, p, header, gso_type, thoff, pseudo_sum, family_type):
         return
     gso_type.append(family_type)
     if family_type == "tcpv4":
-        if p.ip_fixedid & 1:
-            gso_type.append("tcp_fixedid")
-        if p.ip_fixedid & 2:
-            gso_type.append("tcp_fixedid_inner")
+        if gro.ipid_rule != 2:
+            if p.ip_fixedid:
+                gso_type.append("tcp_fixedid")       # one flag before 6.18 (row L2)
+        else:
+            if p.ip_fixedid & 1:
+                gso_type.append("tcp_fixedid")
+            if p.ip_fixedid & 2:
+                gso_type.append("tcp_fixedid_inner")
     flag_byte = header[thoff + 13] | ((p.flag_or >> 16) & 0xFF)
     header[thoff + 13] = flag_byte
     if gro.l4_csum_full:
@@ -459,7 +465,7 @@ def _finish(gro, p, header, gso_type, thoff, pseudo_sum, family_type):
     header[thoff + 16] = check >> 8
     header[thoff + 17] = check & 0xFF
     if flag_byte & 0x80:                  # tcp_gro_complete: CWR in the first header
-        gso_type.append("tcp_accecn")
+        gso_type.append("tcp_accecn" if gro.tcp_cwr_compared else "tcp_ecn")    # row T1
 
 
 def tcp4_gro_complete(gro, p, header, gso_type, thoff):

@@ -81,11 +81,15 @@ def udp6_gro_receive(bucket, skb, gro):
 def udp_gro_receive(bucket, skb, gro, sk, check, unverified):
     """udp_gro_receive: segment GRO, a tunnel socket's gro_receive, or no GRO."""
     skb.is_flist = 0
-    if sk is not VXLAN_SOCKET and sk is not GENEVE_SOCKET:
-        # (skb->encapsulation, set only on locally encapsulated packets, is never set here)
-        host = gro.host
-        if host.rx_gro_list:
+    host = gro.host
+    tunnel = sk is VXLAN_SOCKET or sk is GENEVE_SOCKET
+    if host.rx_gro_list:
+        if not tunnel:
             skb.is_flist = 0 if sk is UDP_GRO_SOCKET else 1
+        elif not host.tunnel_skips_l4:
+            skb.is_flist = 1                 # row U3: a tunnel socket has no UDP_GRO
+    if not tunnel or skb.is_flist:
+        # (skb->encapsulation, set only on locally encapsulated packets, is never set here)
         if (sk is None and host.udp_gro_forwarding) or sk is UDP_GRO_SOCKET or skb.is_flist:
             if not enter_layer(skb):
                 return None
@@ -148,7 +152,8 @@ def udp_gro_receive_segment(bucket, skb, gro, check):
         skb.flush = skb.flush or "udp_flist_mismatch"
         p.flush = "udp_flist_mismatch"
         return p
-    reason = gro_receive_network_flush(p, skb)
+    # row U1: before 6.9 (and its stable backports) no L3 checks here
+    reason = gro_receive_network_flush(p, skb, gro) if gro.udp_l3_checks else None
     first_len = _u16(p.data, p.l4_off + 4)[0]
     if reason is None and ulen > first_len:
         reason = "udp_len_larger"
