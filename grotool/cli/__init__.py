@@ -136,7 +136,8 @@ class _Commands(click.Group):
     """The command group; commands defined in modules of their own are imported
     when named (or listed by --help), so a replay does not pay their set-up."""
 
-    MODULES = {"check": "check_cmd", "explain": "explain_cmd", "plot": "plot_cmd", "sweep": "sweep_cmd"}
+    MODULES = {"check": "check_cmd", "explain": "explain_cmd", "plot": "plot_cmd", "sweep": "sweep_cmd",
+               "kernels": "kernels_cmd"}
 
     def list_commands(self, ctx):
         return sorted(set(self.commands) | set(self.MODULES))
@@ -409,7 +410,13 @@ def reasons_table() -> Table:
 
 @main.command(epilog=EXIT_CODES_HELP)
 @click.argument("path_a", metavar="A")
-@click.argument("path_b", metavar="B")
+@click.argument("path_b", metavar="[B]", required=False)
+@click.option("--kernel", "kernels", multiple=True, metavar="VERSION",
+              help="Given twice (--kernel A --kernel B) with one capture: replay it under both kernel profiles "
+                   "and compare the results, naming the kernel history rows that decided differently.")
+@click.option("--device", type=click.Choice(["nic", "veth"]), default="nic", show_default=True,
+              help="With --kernel: the device model of both replays.")
+@host_options
 @click.option("--order", "require_order", is_flag=True, help="Also require the same global delivery order.")
 @click.option("--segs-a", "sidecar_a", metavar="FILE", default=None,
               help="Per-packet sidecar of A (grotool kernel --json, or replay --packets).")
@@ -419,13 +426,20 @@ def reasons_table() -> Table:
 @click.option("--max-flows", type=click.IntRange(1, 1 << 30), default=20, show_default=True)
 @click.option("--quiet", "-q", is_flag=True, help="No summary, only the exit code.")
 @user_errors
-def compare(path_a, path_b, require_order, sidecar_a, sidecar_b, no_sidecar, json_path, max_flows, quiet):
-    """Compare two captures as GRO results, flow by flow.
+def compare(path_a, path_b, kernels, device, require_order, sidecar_a, sidecar_b, no_sidecar, json_path, max_flows,
+            quiet, **host):
+    """Compare two captures A and B as GRO results, flow by flow; or, with
+    --kernel A --kernel B, one capture replayed under two kernel profiles.
 
     Exit 0 when identical, 1 when different, 3 when an input is unreadable."""
     from ..compare import compare_captures
     from .compare_view import render_compare
 
+    if kernels:
+        _compare_kernels(path_a, path_b, kernels, device, host, require_order, json_path, max_flows, quiet)
+        return
+    if path_b is None:
+        raise click.UsageError("compare takes two captures, or one capture with --kernel A --kernel B")
     _check_outputs(**{"--json": json_path})
     result = compare_captures(path_a, path_b, require_order=require_order, sidecar_a=sidecar_a,
                               sidecar_b=sidecar_b, auto_sidecar=not no_sidecar)
@@ -435,6 +449,39 @@ def compare(path_a, path_b, require_order, sidecar_a, sidecar_b, no_sidecar, jso
         console = _stderr_console() if json_path == "-" else make_console()
         render_compare(result, console, max_flows=max_flows)
     sys.exit(0 if result.identical else 1)
+
+
+def _compare_kernels(path, extra, kernels, device, host, require_order, json_path, max_flows, quiet) -> None:
+    """compare --kernel A --kernel B INPUT."""
+    from ..engine.kernels import BY_ID, cached_profile
+    from ..kernel_compare import compare_kernels
+    from .compare_view import render_compare
+
+    if len(kernels) != 2 or extra is not None:
+        raise click.UsageError("--kernel A --kernel B takes exactly two kernels and one capture")
+    for kernel in kernels:
+        try:
+            cached_profile(kernel)
+        except ValueError as exc:
+            raise click.UsageError(f"--kernel: {exc}") from None
+    _check_outputs(**{"--json": json_path})
+    settings = Settings(device=device, **host_settings(host))
+    comparison = compare_kernels(path, kernels[0], kernels[1], settings, require_order=require_order)
+    if json_path:
+        _write_json(comparison.to_json(), json_path)
+    if not quiet:
+        console = _stderr_console() if json_path == "-" else make_console()
+        render_compare(comparison.result, console, max_flows=max_flows)
+        a, b = comparison.releases
+        if comparison.rows_differing:
+            console.print(f"rows that differ between Linux {a} and {b}: "
+                          + ", ".join(comparison.rows_differing))
+        for row_id in comparison.rows_deciding:
+            console.print(f"  decided in this capture: {BY_ID[row_id].label()}")
+        if not comparison.rows_deciding and not comparison.result.identical:
+            console.print("  (no decision in this capture names a row: the difference comes from the rows' "
+                          "effect on later packets)")
+    sys.exit(0 if comparison.result.identical else 1)
 
 
 def _local_tcp_values(ctx, param, values):

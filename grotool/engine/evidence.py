@@ -280,7 +280,18 @@ def _merge_size(p, skb, gro, layer):
 
 
 def _bigtcp(p, skb, gro, layer):
-    why = "encapsulated" if p.encap_mark else "not TCP"
+    if p.encap_mark:
+        why = "encapsulated"
+    elif skb.proto != 6:
+        why = "not TCP"
+    elif p.protocol == 0x86DD and not gro.bigtcp_ipv6_room:
+        why = "2 bytes before the Ethernet header, 8 needed (a frame injected into veth)"
+    elif p.protocol == 0x86DD:
+        why = "an IPv6 extension header before TCP"
+    elif not gro.bigtcp_ipv4:
+        why = "IPv4 (BIG TCP is IPv6 only before 6.3)"
+    else:
+        why = f"ethertype 0x{p.protocol:04x}, not IPv4 or IPv6"
     return f"size {p.length} + {_payload(skb)} >= 65536, {why}"
 
 
@@ -390,7 +401,7 @@ _REASON_ROWS = {
     "ip_id_not_incrementing": "L2", "ip_id_not_fixed": "L2",
     "ipv6_hoplimit_changed": "V1",
     "tcp_flist_mismatch": "T2",
-    "merge_max_size": "C7", "merge_bigtcp_ineligible": "C9",
+    "merge_max_size": "C7", "merge_bigtcp_ineligible": "C12",
 }
 _UDP_L3_REASONS = frozenset(("ip_ttl_changed", "ip_tos_changed", "ip_df_changed", "ip_id_not_incrementing",
                              "ip_id_not_fixed", "ipv6_hoplimit_changed", "ipv6_tclass_changed"))
@@ -409,6 +420,14 @@ def _ipid_row(reason, p, skb, gro, layer) -> str:
     if not df and (_u16(skb.data, at + 4) == _u16(p.data, at + 4) or reason == "ip_id_not_fixed"):
         return "L2"
     return ""
+
+
+def _bigtcp_row(p, skb, gro) -> str:
+    if p.encap_mark or skb.proto != 6:
+        return ""
+    if p.protocol == 0x86DD:
+        return "C13" if not gro.bigtcp_ipv6_room else "C12" if not gro.bigtcp_ipv4 else ""
+    return "C12" if not gro.bigtcp_ipv4 else "C13"
 
 
 def version_row(reason: Optional[str], p, skb, gro, layer: str = "") -> str:
@@ -434,8 +453,8 @@ def version_row(reason: Optional[str], p, skb, gro, layer: str = "") -> str:
             row_id = "U2"
         elif reason is not None:
             row_id = _REASON_ROWS.get(reason, "")
-            if row_id == "C9" and not gro.kernel.holds("C9") and gro.kernel.holds("C8"):
-                row_id = "C8"
+            if reason == "merge_bigtcp_ineligible":
+                row_id = _bigtcp_row(p, skb, gro)
     except (IndexError, StructError):
         return ""
     if not row_id:

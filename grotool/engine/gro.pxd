@@ -27,7 +27,9 @@ cdef class GroNode:
     cdef public bint verify_l4, csum_auto, gro_enabled, l4_csum_full
     # the kernel profile's rows (kernels.py), read by the rule sites
     cdef public object kernel
-    cdef public bint rx_count_segs, tcp_fraglist, tcp_cwr_compared, udp_l3_checks, flist_honours_flush, bigtcp_ipv4
+    cdef public bint rx_count_segs, tcp_fraglist, tcp_cwr_compared, udp_l3_checks, flist_honours_flush
+    cdef public bint bigtcp_ipv4, bigtcp_strict, bigtcp_ipv6_room, udp_tunnel_seed_outer
+    cdef public bint udp_zero_csum_tunnel
     cdef public int ipid_rule
     cdef public bytes ipv6_key_fields
     cdef public Py_ssize_t ipv6_max_size, ipv4_max_size
@@ -38,6 +40,7 @@ cdef class GroNode:
     cpdef hold(self, Bucket bucket, Skb skb)
     @cython.locals(total=Py_ssize_t)
     cpdef merge_allowed_size(self, Skb p, Skb skb, Py_ssize_t length)
+    cpdef bint bigtcp_eligible(self, Skb p, Skb skb)
     @cython.locals(data=bytes, off=Py_ssize_t, length=Py_ssize_t, total=Py_ssize_t)
     cpdef merge(self, Skb p, Skb skb)
     @cython.locals(data=bytes, length=Py_ssize_t)

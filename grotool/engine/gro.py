@@ -90,20 +90,25 @@ class GroNode:
         # inet_gro_flush's IP ID rule: 0 before 6.10, 1 from 6.10 (row L1), 2 from 6.18 (row L2)
         self.ipid_rule = 2 if kernel.holds("L2") else 1 if kernel.holds("L1") else 0
         self.udp_l3_checks = kernel.holds("U1")
+        self.udp_tunnel_seed_outer = kernel.holds("U6")
+        self.udp_zero_csum_tunnel = kernel.holds("U9")
         self.flist_honours_flush = kernel.holds("C11")
         # row V1: before 5.18 the hop limit is part of the same-flow key
         self.ipv6_key_fields = KEY_FIELDS if kernel.holds("V1") else KEY_FIELDS_WITH_HOPLIMIT
         # skb_gro_receive's size limits (merge_allowed_size)
         if not kernel.holds("C7"):
             self.ipv6_max_size = self.ipv4_max_size = GRO_LEGACY_MAX_SIZE
-        elif not kernel.holds("C9"):
+        elif not kernel.holds("C12"):
             # one gro_max_size for every protocol; above 64 KiB only from 5.19 (C8)
             self.ipv6_max_size = self.ipv4_max_size = settings.gro_max_size if kernel.holds("C8") \
                 else min(settings.gro_max_size, GRO_LEGACY_MAX_SIZE)
         else:
             self.ipv6_max_size = settings.gro_max_size
             self.ipv4_max_size = settings.gro_ipv4_max_size
-        self.bigtcp_ipv4 = kernel.holds("C9")
+        self.bigtcp_ipv4 = kernel.holds("C12")
+        self.bigtcp_strict = kernel.holds("C13")
+        # row C13: a frame a packet socket injects into veth has its Ethernet header 2 bytes into the buffer
+        self.bigtcp_ipv6_room = not (self.bigtcp_strict and settings.device == "veth")
         # below every limit merge_allowed_size checks, it cannot refuse
         self.size_check_from = min(GRO_LEGACY_MAX_SIZE, self.ipv6_max_size, self.ipv4_max_size)
         # the packet_offload list this kernel has, as (type, gro_receive,
@@ -169,14 +174,19 @@ class GroNode:
             limit = self.ipv4_max_size
         if total >= limit:
             return "merge_max_size"
-        if total >= GRO_LEGACY_MAX_SIZE:
-            # BIG TCP: only plain TCP, never an encapsulated aggregate; before 6.3
-            # (row C9) only IPv6 whose next header is TCP itself
-            if skb.proto != 6 or p.encap_mark:
-                return "merge_bigtcp_ineligible"
-            if not self.bigtcp_ipv4 and (p.protocol != 0x86DD or p.data[p.network_offsets[0] + 6] != 6):
-                return "merge_bigtcp_ineligible"
+        if total >= GRO_LEGACY_MAX_SIZE and not self.bigtcp_eligible(p, skb):
+            return "merge_bigtcp_ineligible"
         return None
+
+    def bigtcp_eligible(self, p: Skb, skb: Skb) -> bool:
+        """skb_gro_receive: may this aggregate pass 64 KiB (BIG TCP)?"""
+        if skb.proto != 6 or p.encap_mark:
+            return False                             # only plain TCP, never encapsulated
+        if p.protocol == 0x86DD:
+            # before 6.3 (row C12) the IPv6 next header itself must be TCP
+            return self.bigtcp_ipv6_room and (self.bigtcp_ipv4 or p.data[p.network_offsets[0] + 6] == 6)
+        # IPv4 from 6.3 (row C12); a VLAN-tagged one not since row C13
+        return self.bigtcp_ipv4 and (p.protocol == 0x0800 or not self.bigtcp_strict)
 
     def merge(self, p: Skb, skb: Skb) -> Optional[str]:
         """skb_gro_receive: append skb's payload to p.  Returns a refusal reason or None."""

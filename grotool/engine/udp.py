@@ -45,6 +45,8 @@ def _receive(bucket, skb, gro, pseudo):
             checksum_verified(skb)
         elif check:
             unverified = True        # a packet that will be flushed anyway is not verified
+        if not check and not gro.udp_zero_csum_tunnel:
+            unverified = True        # row U9: before 5.12 a zero checksum counted as unverified
     # udp4/6_gro_lookup_skb, only while udp_encap_needed_key is on
     sk = gro.host.udp_socket((data[off + 2] << 8) | data[off + 3])
     return udp_gro_receive(bucket, skb, gro, sk, check, unverified)
@@ -193,10 +195,15 @@ def _complete(gro, p, header, gso_type, nhoff, pseudo):
         gso_type.append("fraglist")
         gso_type.append("udp_l4")
     else:
-        if check:
-            _write_check(header, nhoff, csum.seed(pseudo_sum))
         sk = gro.host.udp_socket((header[nhoff + 2] << 8) | header[nhoff + 3])
-        if sk is VXLAN_SOCKET or sk is GENEVE_SOCKET:
+        tunnel = sk is VXLAN_SOCKET or sk is GENEVE_SOCKET
+        if check:
+            seed_sum = pseudo_sum
+            if tunnel and not gro.udp_tunnel_seed_outer:
+                # row U6: before 6.9 the seed read the innermost IP header's address bytes
+                seed_sum = pseudo(header, p.network_offsets[1], total, 17)
+            _write_check(header, nhoff, csum.seed(seed_sum))
+        if tunnel:
             # the tunnel socket's gro_complete; gso_type is assigned, not ORed, and
             # encap_mark cleared so that an inner fraglist completes as one
             gso_type[:] = ["udp_tunnel_csum" if check else "udp_tunnel"]
