@@ -47,7 +47,7 @@ REASONS = {
     # TCP
     "tcp_csum_bad": ("S", "tcp4/6_gro_receive", "TCP checksum validation failed"),
     "tcp_hdr_bad": ("S", "tcp_gro_pull_header", "TCP header cut short or data offset < 5"),
-    "tcp_cwr": ("P", "tcp_gro_receive", "incoming segment has CWR (6.18)"),
+    "tcp_cwr": ("P", "tcp_gro_receive", "incoming segment has CWR (it never joins a held packet; from 6.15, row T1, nothing joins it either)"),
     "tcp_flags_changed": ("P", "tcp_gro_receive", "TCP flag bits other than FIN/PSH differ (ECE, ACK, CWR, AE, reserved)"),
     "tcp_window_changed": ("P", "tcp_gro_receive", "TCP window differs"),
     "tcp_hdrlen_changed": ("P", "tcp_gro_receive", "TCP data offset differs"),
