@@ -322,3 +322,25 @@ def test_readme_setup_commands():
     # grotool is not on PyPI: no doc may tell anyone to install it from there
     for doc in DOCS:
         assert not re.search(r"pip install\s+['\"]?grotool\b", doc.read_text()), doc.name
+
+
+def test_readme_lists_every_command():
+    """The README's command table has one row per command of `grotool --help`, no more."""
+    r = subprocess.run([sys.executable, "-m", "grotool", "--help"], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    section = r.stdout.split("Commands:\n")[1].split("\n\n")[0]
+    commands = {line.split()[0] for line in section.splitlines() if line.startswith("  ") and line.strip()}
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("## Commands\n")[1].split("\n## ")[0]
+    listed = set(re.findall(r"^\| `([a-z]+)` \|", table, re.M))
+    assert commands and listed == commands
+
+
+def test_relative_links_resolve():
+    """Every relative link of README.md and docs/*.md points at a file of the repository."""
+    for doc in DOCS:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", doc.read_text()):
+            if re.match(r"[a-z]+:", target):
+                continue
+            assert (doc.parent / target).exists(), f"{doc.relative_to(ROOT)}: {target}"
