@@ -229,7 +229,7 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
     ``verify``: split every delivery again and compare with its input frames
     (grotool.verify), the result in ``verify`` and the document.
     ``events``: a callable given the engine's decision events (grotool explain)."""
-    check_outputs([output_path, packets_path], ["output capture", "--packets"])
+    check_outputs([output_path, packets_path], ["output capture", "--packets"], [input_path])
     with CaptureReader(input_path, any_linktype=True, tolerate_truncation=True) as reader:
         linktype = reader.linktype if reader.linktype is not None else 1
         engine = Engine(linktype, settings, events=events)

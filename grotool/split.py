@@ -24,6 +24,7 @@ from .compare import load_sidecar
 from .errors import InputError
 from .gso import NotSegmentable, flow_key, parse, segment
 from .io.capture import CaptureReader, PcapWriter
+from .io.safe_output import check_outputs
 from .linktypes import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2
 
 LINK_MTU = 1500
@@ -134,6 +135,7 @@ def _strip_fcs(data: bytes, wirelen: int, fcs: int) -> Tuple[bytes, int]:
 
 def split_capture(input_path: str, output_path: Optional[str], mss: Optional[int] = None,
                   segs_path: Optional[str] = None, auto_sidecar: bool = True) -> SplitResult:
+    check_outputs([output_path], ["output capture"], [input_path, segs_path])
     result = SplitResult()
     sidecar_path, entries = load_segs(segs_path, input_path, auto_sidecar)
     result.sidecar = sidecar_path

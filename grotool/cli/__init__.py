@@ -163,11 +163,12 @@ def _write_json(doc: dict, target: str) -> None:
     write_json(doc, target, what="--json")
 
 
-def _check_outputs(**outputs) -> None:
-    """Every output path is checked before the first input frame is read."""
+def _check_outputs(inputs=(), **outputs) -> None:
+    """Every output path is checked before the first input frame is read; none
+    may be one of ``inputs`` (the same file: exit 5)."""
     from ..io.safe_output import check_outputs
 
-    check_outputs(list(outputs.values()), list(outputs.keys()))
+    check_outputs(list(outputs.values()), list(outputs.keys()), inputs)
 
 
 def _parse_rss_key(_ctx, _param, value):
@@ -309,8 +310,8 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
                         **host_settings(host))
     if output_path == "-" and json_path == "-":
         raise click.UsageError("OUTPUT and --json cannot both be standard output")
-    _check_outputs(**{"output capture": output_path, "--json": json_path, "--packets": packets_path,
-                      "--plot": plot_path})
+    _check_outputs([input_path], **{"output capture": output_path, "--json": json_path,
+                                     "--packets": packets_path, "--plot": plot_path})
     from .extras import replay_extras
 
     with replay_extras(input_path, settings, plot_path, quiet) as extras:
@@ -422,7 +423,7 @@ def compare(path_a, path_b, require_order, sidecar_a, sidecar_b, no_sidecar, jso
     from ..compare import compare_captures
     from .compare_view import render_compare
 
-    _check_outputs(**{"--json": json_path})
+    _check_outputs([path_a, path_b, sidecar_a, sidecar_b], **{"--json": json_path})
     result = compare_captures(path_a, path_b, require_order=require_order, sidecar_a=sidecar_a,
                               sidecar_b=sidecar_b, auto_sidecar=not no_sidecar)
     if json_path:
@@ -490,7 +491,7 @@ def kernel(input_path, output_path, json_path, csum, udp_gro_forwarding, rx_gro_
 
     if output_path == "-" and json_path == "-":
         raise click.UsageError("OUTPUT and --json cannot both be standard output")
-    _check_outputs(**{"output capture": output_path, "--json": json_path})
+    _check_outputs([input_path], **{"output capture": output_path, "--json": json_path})
     if udp_gro is not None:
         click.echo("grotool: warning: --udp-gro is deprecated: use --udp-gro-forwarding (forward) or "
                    "--rx-gro-list (fraglist)", err=True)
@@ -546,6 +547,7 @@ def split(input_path, output_path, mss, segs_path, no_sidecar, json_path, quiet)
 
     if output_path == "-" and json_path == "-":
         raise click.UsageError("OUTPUT and --json cannot both be standard output")
+    _check_outputs([input_path, segs_path], **{"output capture": output_path, "--json": json_path})
     result = split_capture(input_path, output_path, mss=mss, segs_path=segs_path, auto_sidecar=not no_sidecar)
     if json_path:
         _write_json({"schema": "grotool.split/1", **result.as_dict()}, json_path)

@@ -99,7 +99,7 @@ def explain(ctx, input_path, frame_range, flow_filter, reason_name, jsonl_path, 
             flow = FlowFilter(flow_filter)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--flow") from None
-    check_outputs([jsonl_path], ["--jsonl"])
+    check_outputs([jsonl_path], ["--jsonl"], [input_path])
 
     kept: List = []
     if frames is None:

@@ -363,13 +363,47 @@ def open_output(path: str, what: str = "output") -> SafeOutput:
     return SafeOutput(path, what)
 
 
-def check_outputs(paths: Iterable[Optional[str]], whats: Iterable[str]) -> None:
-    """check_output_path for several outputs; also refuses two outputs on one path."""
+def _identity(path: str) -> Optional[tuple]:
+    """(device, inode) of the file a path names, following symbolic links; None
+    when there is none (yet) or it cannot be looked at."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None                        # a device or FIFO is written in place, never replaced
+    return st.st_dev, st.st_ino
+
+
+def check_not_input(path: Optional[str], what: str, inputs: Iterable[Optional[str]]) -> None:
+    """Refuse (OutputError, exit 5) an output that is one of the inputs: the same
+    file by device and inode, so a symbolic or hard link to an input counts.
+    Replacing it would destroy the capture before (or while) it is read."""
+    if not path or path == "-":
+        return
+    out = _identity(path)
+    if out is None:
+        return
+    for source in inputs:
+        if not source or source == "-":
+            continue
+        if _identity(source) == out:
+            which = f"the input {source}" if os.path.abspath(path) == os.path.abspath(source) else \
+                f"the same file as the input {source}"
+            raise OutputError(f"{path}: cannot write {what}: it is {which}; refusing to overwrite it")
+
+
+def check_outputs(paths: Iterable[Optional[str]], whats: Iterable[str],
+                  inputs: Iterable[Optional[str]] = ()) -> None:
+    """check_output_path for several outputs; also refuses two outputs on one
+    path, and an output that is one of ``inputs`` (check_not_input)."""
     seen = {}
+    inputs = list(inputs)
     for path, what in zip(paths, whats):
         if not path:
             continue
         check_output_path(path, what)
+        check_not_input(path, what, inputs)
         if path == "-":
             key = "-"
         elif _descriptor_of(path) is not None or (os.path.exists(path) and not os.path.isfile(path)):
