@@ -74,10 +74,10 @@ def _l3_length(linktype: int, data: bytes, wirelen: int) -> int:
 
 
 def output_format_for(output_path: Optional[str], output_format: Optional[str] = None) -> str:
-    """The explicit format, else pcapng for a name ending in .pcapng, else pcap."""
+    """The explicit format, else pcapng for a name ending in .pcapng (or .pcapng.gz), else pcap."""
     if output_format:
         return output_format
-    if output_path and output_path.lower().endswith(".pcapng"):
+    if output_path and output_path.lower().removesuffix(".gz").endswith(".pcapng"):
         return "pcapng"
     return "pcap"
 

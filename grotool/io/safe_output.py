@@ -15,6 +15,9 @@ cache overlaps the replay; at most WRITE_BEHIND_QUEUE gathered writes wait),
 which also starts the disk writeback every WRITEBACK_BYTES, so the final fsync
 is short.  Devices, FIFOs and pipes are written before ``writev`` returns.
 
+A path whose name ends in ``.gz`` (``out.pcap.gz``, ``out.pcapng.gz``,
+``doc.json.gz``) is written gzip-compressed, in either case; ``-`` never is.
+
 Temporary files are registered while they exist, so that a signal handler can
 remove them (``remove_temporaries``), and removed on every error.
 """
@@ -35,6 +38,9 @@ from ..errors import OutputError
 # Temporary files of outputs not yet committed or aborted, for signal cleanup.
 _LIVE_TEMPORARIES: Set[str] = set()
 
+# an output whose name ends so is written gzip-compressed (x.pcap.gz, x.json.gz)
+GZIP_SUFFIX = ".gz"
+GZIP_LEVEL = 6
 TEMP_PREFIX = ".grotool-"
 TEMP_SUFFIX = ".tmp"
 
@@ -213,6 +219,11 @@ class SafeOutput:
         self._target: Optional[str] = None        # what the temporary replaces
         self._mode = 0o666 & ~_umask()
         self._behind: Optional[_WriteBehind] = None   # writes a temporary file's bytes
+        self._gzip = None                          # a path named *.gz: the compressor of its bytes
+        if path != "-" and path.lower().endswith(GZIP_SUFFIX):
+            import zlib
+
+            self._gzip = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)   # gzip framing
         if path == "-":
             sys.stdout.flush()
             self.fd = self._dup(1)
@@ -273,7 +284,16 @@ class SafeOutput:
         must not change it; ``size``, if given, is the sum of their lengths).
         A temporary file is written by a thread of its own while the caller
         goes on computing; a device, FIFO or pipe is written before this
-        returns (a blocked reader blocks the writer, as it should)."""
+        returns (a blocked reader blocks the writer, as it should).  A path
+        named *.gz gets the bytes gzip-compressed."""
+        if self._gzip is not None:
+            compressed = b"".join([self._gzip.compress(piece) for piece in pieces])
+            if not compressed:
+                return
+            pieces, size = [compressed], len(compressed)
+        self._write_out(pieces, size)
+
+    def _write_out(self, pieces: List, size: Optional[int] = None) -> None:
         if self.temporary is None:
             try:
                 _write_all(self.fd, pieces, size)
@@ -305,6 +325,9 @@ class SafeOutput:
     def commit(self) -> None:
         if self.fd is None:
             return
+        if self._gzip is not None:
+            compressor, self._gzip = self._gzip, None
+            self._write_out([compressor.flush()])  # the last deflate block and the gzip trailer
         self._finish_writes()
         fd, self.fd = self.fd, None
         if self.temporary is None:
