@@ -323,6 +323,8 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
             "mtu": mtu,
             "frames_over_mtu": over_mtu,
             "truncated": reader.truncation,
+            "invalid_timestamps": reader.invalid_timestamps,
+            "first_invalid_timestamp": reader.first_invalid_timestamp,
         }
         if reader.format == "pcapng":
             input_info["interfaces"] = [{"id": i["id"], "name": i["name"], "linktype": i["linktype"]}

@@ -333,6 +333,7 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
             "`grotool split` re-segments such a capture",
             err=True,
         )
+    _warn_invalid_timestamps(result.input_info)
     hint = host_hint(settings, st)
     if hint:
         click.echo(f"grotool: {hint}", err=True)
@@ -351,6 +352,17 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
             err=True,
         )
         sys.exit(EXIT_INPUT_TRUNCATED)
+
+
+def _warn_invalid_timestamps(input_info: dict) -> None:
+    """One warning line for records read with the previous record's timestamp."""
+    count = input_info.get("invalid_timestamps")
+    if not count:
+        return
+    first = input_info["first_invalid_timestamp"]
+    click.echo(f"grotool: warning: {input_info['path']}: {count} record{'s' if count > 1 else ''} with an invalid "
+               f"timestamp (first: record {first['record']} at byte offset {first['offset']}, {first['detail']}) "
+               "read with the previous record's timestamp", err=True)
 
 
 def _report_verify(outcome) -> None:
