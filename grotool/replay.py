@@ -112,6 +112,11 @@ def _checksum_fixer(linktype: int, settings: Settings, interface_linktypes: dict
     return fix
 
 
+# each line of --packets declares it: `grotool split` and `grotool compare` take
+# a file beside a capture as its sidecar only when it does
+PACKETS_SCHEMA = "grotool.packets/1"
+
+
 class PacketLog:
     """--packets FILE: one JSON object per delivered packet (JSON Lines), for
     debugging single flush decisions and for `grotool compare` sidecars."""
@@ -130,7 +135,7 @@ class PacketLog:
         from .report.flows import flow_label
 
         entry = {
-            "index": self._n, "ts_ns": d.ts, "len": d.frame_len, "segs": d.segs, "gso_size": d.gso_size,
+            "schema": PACKETS_SCHEMA, "index": self._n, "ts_ns": d.ts, "len": d.frame_len, "segs": d.segs, "gso_size": d.gso_size,
             "gso_type": list(d.gso_type), "reason": d.reason, "covers": list(d.indices),
             "flow": flow_label(self._describe(d)), "queue": d.queue, "poll": d.poll,
         }

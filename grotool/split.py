@@ -39,6 +39,7 @@ class SplitResult:
     passed: int = 0                 # frames written unchanged
     sidecar: Optional[str] = None
     not_segmentable: Counter = field(default_factory=Counter)   # reason -> frames passed unchanged
+    ignored: List[str] = field(default_factory=list)             # files beside the input not taken as sidecar
     mss_sources: Counter = field(default_factory=Counter)       # sidecar / option / flow / mtu -> super-packets
     linktype: int = LINKTYPE_ETHERNET
 
@@ -69,23 +70,23 @@ def _entry(raw, where: str) -> SidecarEntry:
     return SidecarEntry(segs, size, tuple(types))
 
 
-def load_segs(path: Optional[str], capture: str, auto: bool) -> Tuple[Optional[str], Optional[List[SidecarEntry]]]:
-    """The sidecar to use (path, entries), or (None, None)."""
-    from .compare import sidecar_candidates
+def load_segs(path: Optional[str], capture: str, auto: bool,
+              ignored: Optional[List[str]] = None) -> Tuple[Optional[str], Optional[List[SidecarEntry]]]:
+    """The sidecar to use (path, entries), or (None, None).  A file beside the
+    capture is used only when it declares a sidecar schema (compare.find_sidecar);
+    the others are described in ``ignored``."""
+    from .compare import find_sidecar
 
     if path is not None:
         return path, [_entry(e, f"{path}: packet {i}") for i, e in enumerate(load_sidecar(path))]
     if not auto:
         return None, None
-    for cand in sidecar_candidates(capture):
-        if not os.path.isfile(cand):
-            continue
-        try:
-            raw = load_sidecar(cand)
-        except InputError:
-            continue                     # e.g. a statistics document: not per packet
-        return cand, [_entry(e, f"{cand}: packet {i}") for i, e in enumerate(raw)]
-    return None, None
+    cand, raw, notes = find_sidecar(capture)
+    if ignored is not None:
+        ignored.extend(notes)
+    if cand is None:
+        return None, None
+    return cand, [_entry(e, f"{cand}: packet {i}") for i, e in enumerate(raw)]
 
 
 def link_overhead(data: bytes, linktype: int) -> int:
@@ -137,7 +138,7 @@ def split_capture(input_path: str, output_path: Optional[str], mss: Optional[int
                   segs_path: Optional[str] = None, auto_sidecar: bool = True) -> SplitResult:
     check_outputs([output_path], ["output capture"], [input_path, segs_path])
     result = SplitResult()
-    sidecar_path, entries = load_segs(segs_path, input_path, auto_sidecar)
+    sidecar_path, entries = load_segs(segs_path, input_path, auto_sidecar, result.ignored)
     result.sidecar = sidecar_path
     largest: Dict[bytes, int] = {}
     buffered: Optional[list] = None

@@ -563,6 +563,8 @@ def split(input_path, output_path, mss, segs_path, no_sidecar, json_path, quiet)
     result = split_capture(input_path, output_path, mss=mss, segs_path=segs_path, auto_sidecar=not no_sidecar)
     if json_path:
         _write_json({"schema": "grotool.split/1", **result.as_dict()}, json_path)
+    for note in result.ignored:
+        click.echo(f"grotool: warning: {note}", err=True)
     for reason, n in sorted(result.not_segmentable.items()):
         click.echo(f"grotool: warning: {n} super-packets not split (written unchanged): {reason}", err=True)
     if not quiet:
