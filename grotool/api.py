@@ -251,13 +251,10 @@ def _frames(source: Iterable[Frame]):
 
 
 def _statistics(doc: dict) -> Statistics:
-    from .report.flows import flow_label
+    from .report.flows import flow_from_json, flow_label
 
     def label(flow: dict) -> str:
-        tunnel = flow.get("tunnel")
-        t = (tunnel["kind"], tunnel["src"], tunnel["dst"]) if tunnel else ()
-        return flow_label((flow["proto"], flow["src"], flow["dst"], flow["sport"], flow["dport"],
-                           tuple(flow["vlan"]), t))
+        return flow_label(flow_from_json(flow))
 
     totals = doc["totals"]
     flows = tuple(FlowStatistics(label(f["flow"]), f["packets_in"], f["packets_out"], f["super_packets"],

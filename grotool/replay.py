@@ -135,8 +135,8 @@ class PacketLog:
         from .report.flows import flow_label
 
         entry = {
-            "schema": PACKETS_SCHEMA, "index": self._n, "ts_ns": d.ts, "len": d.frame_len, "segs": d.segs, "gso_size": d.gso_size,
-            "gso_type": list(d.gso_type), "reason": d.reason, "covers": list(d.indices),
+            "schema": PACKETS_SCHEMA, "index": self._n, "ts_ns": d.ts, "len": d.frame_len, "segs": d.segs,
+            "gso_size": d.gso_size, "gso_type": list(d.gso_type), "reason": d.reason, "covers": list(d.indices),
             "flow": flow_label(self._describe(d)), "queue": d.queue, "poll": d.poll,
         }
         if d.interface:
