@@ -538,11 +538,64 @@ def check_target(target: Target, *, update: bool = False, settings: Optional[Set
     return result
 
 
-def check_job(job: Tuple[Target, bool, Optional[Settings], bool]) -> CaptureResult:
+@dataclass(frozen=True)
+class Origin:
+    """Where check_all runs, for a job that may run elsewhere (a Dask worker
+    with another working directory, or another machine): the directory that
+    relative paths are relative to, and what was readable there."""
+
+    directory: str
+    capture_readable: bool
+    golden_exists: bool
+
+
+def _readable(path: Optional[str]) -> bool:
+    return bool(path) and os.path.isfile(path) and os.access(path, os.R_OK)
+
+
+def _worker_problem(target: Target, origin: Origin) -> str:
+    """A file that check_all's machine reads but this worker cannot: said plainly."""
+    import socket
+
+    for path, given, seen in ((target.capture, "capture", origin.capture_readable),
+                              (target.golden, "golden", origin.golden_exists)):
+        if not seen or not path or _readable(path):
+            continue
+        try:
+            with open(path, "rb"):
+                why = "not a readable file"
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+        return (f"the {given} {path} cannot be read on worker {socket.gethostname()} ({why}), though it can "
+                f"where grotool check runs: workers read captures and goldens at the same absolute paths")
+    return ""
+
+
+def check_job(job: tuple) -> CaptureResult:
     """check_target for an executor (grotool.executor): one picklable argument
-    (target, update, settings, from_kernel), no progress callback."""
-    target, update, settings, from_kernel = job
-    return check_target(target, update=update, settings=settings, from_kernel=from_kernel)
+    (target, update, settings, from_kernel[, origin]), no progress callback.
+    With an ``Origin`` (what check_all sends) relative paths are taken from its
+    directory, and a file this worker cannot read while the origin could is
+    an error saying so (not "no golden"); the result shows the paths as given."""
+    target, update, settings, from_kernel = job[:4]
+    origin: Optional[Origin] = job[4] if len(job) > 4 else None
+    if origin is None:
+        return check_target(target, update=update, settings=settings, from_kernel=from_kernel)
+    given = target
+    target = Target(os.path.join(origin.directory, given.capture) if given.capture else None,
+                    os.path.join(origin.directory, given.golden), given.problem)
+    problem = "" if target.problem else _worker_problem(target, origin)
+    if problem:
+        result = CaptureResult(given.capture, given.golden, ERROR, message=problem)
+    else:
+        result = check_target(target, update=update, settings=settings, from_kernel=from_kernel)
+    # as the user named them, whichever directory the worker runs in
+    for absolute, shown in sorted(((target.capture, given.capture), (target.golden, given.golden)),
+                                  key=lambda pair: -len(pair[0] or "")):
+        if absolute and shown and absolute != shown:
+            result.message = result.message.replace(absolute, shown)
+    result.capture, result.golden = given.capture, given.golden
+    return result
 
 
 def check_all(targets: Sequence[Target], executor, *, update: bool = False, settings: Optional[Settings] = None,
@@ -551,8 +604,11 @@ def check_all(targets: Sequence[Target], executor, *, update: bool = False, sett
     """check_target for every target on an executor (grotool.executor: this
     process, local processes or a Dask cluster), results in the order of
     ``targets``.  ``progress(done, total)`` is called here as each capture
-    completes; it only observes."""
-    jobs = [(t, update, settings, from_kernel) for t in targets]
+    completes; it only observes.  Each job carries this directory and what
+    is readable here (Origin): a worker elsewhere reads absolute paths."""
+    here = os.getcwd()
+    jobs = [(t, update, settings, from_kernel,
+             Origin(here, _readable(t.capture), os.path.exists(t.golden))) for t in targets]
     return executor.map(check_job, jobs, progress=progress)
 
 
