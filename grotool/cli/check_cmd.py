@@ -149,7 +149,9 @@ def _render(console: Console, results, max_differences: int, describe_difference
             continue
         console.print(Text(f"{r.capture}: {r.status} against {r.golden} (origin {r.origin})", style="bold"), soft_wrap=True)
         if r.message:
-            console.print(f"  {r.message}")
+            console.print(Text(f"  {r.message}"), soft_wrap=True)
+        if r.cause:
+            console.print(Text(f"  {r.cause}"), soft_wrap=True)
         for d in r.differences[:max_differences]:
             for line in describe_difference(r.capture, d, r.settings_args):
                 console.print(Text("  " + line), soft_wrap=True)
