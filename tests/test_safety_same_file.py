@@ -98,3 +98,11 @@ def test_dev_null_as_output_of_a_dev_null_input_is_not_refused_as_the_same_file(
     """Devices are written in place, never replaced: the same-file rule is about regular files."""
     r = run_cli("replay", "-q", "/dev/null", "/dev/null")
     assert r.returncode == 3 and "refusing" not in r.stderr
+
+
+def test_check_update_refuses_a_golden_that_is_its_capture(tmp_path, capture):
+    """x.gro a symbolic link to x.pcap: --update would write the golden over the capture."""
+    (tmp_path / "x.gro").symlink_to(capture)
+    r = run_cli("check", "--update", capture)
+    refused(r, capture)
+    assert "x.gro: cannot write golden: it is the same file as the input" in r.stderr
