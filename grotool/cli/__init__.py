@@ -382,20 +382,35 @@ def _report_verify(outcome) -> None:
 @click.option("--markdown", is_flag=True, help="As the Markdown table of docs/reasons.md.")
 def reasons(as_json, markdown):
     """List the flush-reason vocabulary."""
-    from ..engine.reasons import REASONS
+    from ..engine.reasons import EFFECTS, REASONS
 
     if markdown:
         click.echo("| reason | effect | kernel function | meaning |\n|---|---|---|---|")
         for name, (eff, fn, desc) in REASONS.items():
             click.echo(f"| `{name}` | {eff} | {fn} | {desc} |")
+        click.echo("\nEffect codes: what happens to the packets involved.\n\n| effect | meaning |\n|---|---|")
+        for code, meaning in EFFECTS.items():
+            click.echo(f"| {code} | {meaning} |")
         return
     if as_json:
         import json
 
-        click.echo(json.dumps({k: {"effect": e, "kernel": f, "meaning": d} for k, (e, f, d) in REASONS.items()},
-                              indent=2))
+        click.echo(json.dumps({k: {"effect": e, "effect_meaning": EFFECTS[e], "kernel": f, "meaning": d}
+                               for k, (e, f, d) in REASONS.items()}, indent=2))
         return
-    make_console().print(reasons_table())
+    console = make_console()
+    console.print(reasons_table())
+    console.print(effects_text())
+
+
+def effects_text():
+    """The effect codes of the reasons table, explained (plain lines under it)."""
+    from rich.text import Text
+
+    from ..engine.reasons import EFFECTS
+
+    lines = ["Effect codes:"] + [f"  {code:<3} {meaning}" for code, meaning in EFFECTS.items()]
+    return Text("\n".join(lines))
 
 
 def reasons_table() -> Table:
