@@ -328,18 +328,25 @@ def test_tcpdump_corpus_no_traceback_no_hang():
 
 # -- captures taken in the wrong place -------------------------------------------------
 def test_frames_longer_than_the_mtu_warn_once_and_count(tmp_path):
-    big = [tcp4_frame(100 + i * 9000, 9000, ipid=i) for i in range(3)]
+    """TSO super-packets of a sending host: each of its own length (9000, 18000 and 27000 bytes of payload)."""
+    big = [tcp4_frame(100 + i * 9000, 9000 * (i + 1), ipid=i) for i in range(3)]
     path = tmp_path / "host.pcap"
     path.write_bytes(pcap_bytes(FRAMES[:2] + big))
     r = run_cli("replay", "-q", str(path), "--json", str(tmp_path / "s.json"))
     assert r.returncode == 0, r.stderr
     lines = r.stderr.decode().strip().splitlines()
-    assert lines == ["grotool: warning: 3 frames longer than the link MTU 1500 (first: record 3, 9054 bytes): "
-                     "captured on a host with TSO/GRO, not what a NIC receives; `grotool split` re-segments "
-                     "such a capture"]
+    assert lines == ["grotool: warning: 3 frames longer than the link MTU this capture implies 1500 (first: record 3, "
+                     "9054 bytes): captured on a host with TSO/GRO, not what a NIC receives; `grotool split --mtu "
+                     "1500` re-segments such a capture"]
     doc = json.loads((tmp_path / "s.json").read_text())
     assert doc["input"]["frames_over_mtu"] == 3 and doc["input"]["mtu"] == 1500
-    r = run_cli("replay", "-q", "--mtu", "9040", str(path))       # 9054 bytes - 14 of Ethernet header
+    assert doc["input"]["mtu_from"] == "capture"
+    r = run_cli("replay", "-q", "--mtu", "18040", str(path))      # 18054 bytes - 14 of Ethernet header
+    assert r.returncode == 0
+    assert r.stderr.decode().strip().splitlines() == [
+        "grotool: warning: 1 frames longer than the link MTU 18040 (first: record 5, 27054 bytes): captured on a "
+        "host with TSO/GRO, not what a NIC receives; `grotool split --mtu 18040` re-segments such a capture"]
+    r = run_cli("replay", "-q", "--mtu", "27040", str(path))
     assert r.returncode == 0 and r.stderr == b""
 
 

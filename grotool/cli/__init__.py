@@ -274,8 +274,9 @@ from .hostopts import host_options, host_settings, layout_option  # noqa: E402
 @click.option("--json", "json_path", metavar="FILE", default=None, help="Write the statistics document ('-': stdout).")
 @click.option("--packets", "packets_path", metavar="FILE", default=None,
               help="Write one JSON line per delivered packet: segments, gso_size, reason, input frames covered.")
-@click.option("--mtu", type=click.IntRange(68, 1 << 20), default=1500, show_default=True,
-              help="Link MTU: longer input frames (a host capture with TSO/GRO) are counted and warned about.")
+@click.option("--mtu", type=click.IntRange(68, 1 << 20), default=None,
+              help="Link MTU: frames whose packet is longer (a host capture with TSO/GRO) are counted and warned "
+                   "about [default: the MTU the capture implies, at least 1500; docs/mtu.md].")
 @click.option("--top", type=click.IntRange(0, 1 << 30), default=20, show_default=True, help="Flows shown in the table.")
 @click.option("--format", "output_format", type=click.Choice(["pcap", "pcapng"]), default=None,
               help="OUTPUT format (default: pcapng for a name ending in .pcapng, else pcap). pcapng carries a "
@@ -327,10 +328,11 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
         )
     if result.over_mtu:
         record, length = result.first_over_mtu
+        implied = "" if mtu is not None else " this capture implies"
         click.echo(
-            f"grotool: warning: {result.over_mtu} frames longer than the link MTU {mtu} (first: record {record}, "
-            f"{length} bytes): captured on a host with TSO/GRO, not what a NIC receives; "
-            "`grotool split` re-segments such a capture",
+            f"grotool: warning: {result.over_mtu} frames longer than the link MTU{implied} {result.mtu} (first: "
+            f"record {record}, {length} bytes): captured on a host with TSO/GRO, not what a NIC receives; "
+            f"`grotool split --mtu {result.mtu}` re-segments such a capture",
             err=True,
         )
     _warn_invalid_timestamps(result.input_info)
@@ -559,23 +561,29 @@ def kernel(input_path, output_path, json_path, csum, udp_gro_forwarding, rx_gro_
               help="Per-packet sidecar of INPUT (replay --packets JSON lines, or kernel --json): which records "
                    "are super-packets, their gso_size and gso_type.")
 @click.option("--no-sidecar", is_flag=True, help="Do not look for a sidecar next to INPUT.")
+@click.option("--mtu", type=click.IntRange(68, 1 << 20), default=None,
+              help="Without a sidecar: the link MTU; a frame whose packet is longer is a super-packet "
+                   "[default: the MTU the capture implies, at least 1500; docs/mtu.md].")
 @click.option("--json", "json_path", metavar="FILE", default=None, help="Write the split counts as JSON ('-': stdout).")
 @click.option("--quiet", "-q", is_flag=True, help="No summary line.")
 @user_errors
-def split(input_path, output_path, mss, segs_path, no_sidecar, json_path, quiet):
+def split(input_path, output_path, mss, segs_path, no_sidecar, mtu, json_path, quiet):
     """Re-segment the super-packets of INPUT as Linux GSO would (TCP, UDP GSO,
     fraglist, IP-in-IP, GRE, VXLAN, GENEVE) and write every frame to OUTPUT
     (pcap, '-' for stdout; without OUTPUT only the counts are reported).
 
     A frame is a super-packet when the sidecar says it covers 2+ segments, or,
-    without a sidecar, when it is longer than the link MTU (1500 + link header).
-    Other frames pass through unchanged."""
+    without a sidecar, when its packet (the innermost IP packet: link header,
+    VLAN tags and tunnel headers counted off) is longer than the link MTU
+    (--mtu, else the MTU the capture implies).  Other frames pass through
+    unchanged."""
     from ..split import split_capture
 
     if output_path == "-" and json_path == "-":
         raise click.UsageError("OUTPUT and --json cannot both be standard output")
     _check_outputs([input_path, segs_path], **{"output capture": output_path, "--json": json_path})
-    result = split_capture(input_path, output_path, mss=mss, segs_path=segs_path, auto_sidecar=not no_sidecar)
+    result = split_capture(input_path, output_path, mss=mss, segs_path=segs_path, auto_sidecar=not no_sidecar,
+                           mtu=mtu)
     if json_path:
         _write_json({"schema": "grotool.split/1", **result.as_dict()}, json_path)
     for note in result.ignored:
