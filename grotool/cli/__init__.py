@@ -37,10 +37,11 @@ Exit codes:
   2    usage error
   3    unreadable, corrupt or unsupported input
   4    environment: missing privilege or tool, unreliable kernel run
-  5    an output could not be written (directory, permission, disk full);
-       no partial file is left behind
-  6    replay: the input's last record was cut short; every complete
-       record was processed and the outputs written
+  5    an output could not be written (directory, permission, disk full)
+       or is an input file (same file, symlink or hard link: refused before
+       reading); no partial file is left behind
+  6    replay: the input's last record was cut short (plain or gzip);
+       every complete record was processed and the outputs written
   128+N  stopped by signal N (130 SIGINT, 129 SIGHUP, 143 SIGTERM);
        temporary files removed
   141  the reader of standard output went away (broken pipe)"""
