@@ -47,6 +47,8 @@ class SplitResult:
     linktype: int = LINKTYPE_ETHERNET
     mtu: Optional[int] = None       # without a sidecar: the link MTU super-packets were told by
     mtu_from: Optional[str] = None  # "option" (--mtu) or "capture" (the MTU it implies)
+    invalid_timestamps: int = 0     # records read (and written) with the previous record's timestamp
+    first_invalid_timestamp: Optional[dict] = None
 
     def as_dict(self) -> dict:
         return {"frames_in": self.frames_in, "frames_out": self.frames_out, "super_packets": self.super_packets,
@@ -187,6 +189,8 @@ def split_capture(input_path: str, output_path: Optional[str], mss: Optional[int
             for record, (_ts, data, wirelen) in enumerate(records, 1):
                 data, wirelen = _strip_fcs(data, wirelen, buffered_fcs)
                 survey.add(data, wirelen, record)
+            result.invalid_timestamps = reader.invalid_timestamps
+            result.first_invalid_timestamp = reader.first_invalid_timestamp
             result.mtu = census.implied
             result.mtu_from = "option" if mtu is not None else "capture"
             largest = survey.largest(result.mtu)
@@ -224,6 +228,9 @@ def split_capture(input_path: str, output_path: Optional[str], mss: Optional[int
             raise InputError(f"{sidecar_path}: has {len(entries)} packets, but {input_path} has {result.frames_in}")
         if writer:
             writer.close()
+        if isinstance(reader, CaptureReader):
+            result.invalid_timestamps = reader.invalid_timestamps
+            result.first_invalid_timestamp = reader.first_invalid_timestamp
     return result
 
 

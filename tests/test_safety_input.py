@@ -498,3 +498,16 @@ def test_pcapng_timestamp_out_of_range_takes_the_previous_one(tmp_path):
     assert stamps == [1700000000 * 10**9, 1700000000 * 10**9]
     r = run_cli("replay", "-q", str(path))
     assert r.returncode == 0 and "1 record with an invalid timestamp (first: record 2" in r.stderr.decode()
+
+
+def test_split_reads_an_invalid_timestamp_and_says_so(tmp_path):
+    path = tmp_path / "t.pcap"
+    path.write_bytes(pcap_with_fractions([10, 2**31, 30]))
+    r = run_cli("split", "-q", str(path), str(tmp_path / "out.pcap"))
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.decode().splitlines() == [
+        f"grotool: warning: {path}: 1 record with an invalid timestamp (first: record 2 at byte offset 1094, "
+        "timestamp fraction 2147483648 is not below one second) read with the previous record's timestamp"]
+    base = 1700000000 * 10**9
+    assert [ts for ts, _, _ in read_capture(str(tmp_path / "out.pcap"))[1]] == [base + 10_000, base + 10_000,
+                                                                                base + 30_000]

@@ -589,6 +589,8 @@ def split(input_path, output_path, mss, segs_path, no_sidecar, mtu, json_path, q
         _write_json({"schema": "grotool.split/1", **result.as_dict()}, json_path)
     for note in result.ignored:
         click.echo(f"grotool: warning: {note}", err=True)
+    _warn_invalid_timestamps({"path": input_path, "invalid_timestamps": result.invalid_timestamps,
+                              "first_invalid_timestamp": result.first_invalid_timestamp})
     for reason, n in sorted(result.not_segmentable.items()):
         click.echo(f"grotool: warning: {n} super-packets not split (written unchanged): {reason}", err=True)
     if not quiet:
