@@ -99,8 +99,10 @@ class Replay:
 
     ``source`` is a capture path (pcap or pcapng, gzip ok) or an iterable of
     ``(timestamp_ns, frame_bytes)`` (or ``(timestamp_ns, frame_bytes,
-    wire_length)``) tuples; ``linktype`` says what the frames are (default 1,
-    Ethernet; a capture file says it itself).  Settings come as a
+    wire_length)``) tuples, or scapy packets (a list, a ``PacketList``,
+    ``rdpcap()``: timestamps from ``.time``, link type from the first layer);
+    ``linktype`` says what the frames are (default 1, Ethernet; a capture
+    file and scapy packets say it themselves).  Settings come as a
     ``grotool.Settings`` or as keyword arguments named like the replay
     options (``device="veth"``, ``budget=64``, ``gro_flush_timeout=...``).
 
@@ -229,7 +231,65 @@ class Replay:
                         data, wirelen = data[:-fcs], wirelen - fcs      # the kernel never sees the FCS
                     yield ts, data, wirelen
             return records(), linktype, reader.close
-        return _frames(source), self._linktype if self._linktype is not None else 1, lambda: None
+        items = iter(source)
+        first = next(items, None)
+        if first is None:
+            return iter(()), self._linktype if self._linktype is not None else 1, lambda: None
+        if _is_scapy_packet(first):
+            linktype = self._linktype if self._linktype is not None else _scapy_linktype(first, 1)
+            return _scapy_frames(first, items, linktype), linktype, lambda: None
+        return _frames(_chain_first(first, items)), self._linktype if self._linktype is not None else 1, \
+            lambda: None
+
+
+def _chain_first(first, rest):
+    yield first
+    yield from rest
+
+
+# The link type of a scapy packet, by its first layer's class (LINKTYPE_ values);
+# raw IP (101) carries IPv4 and IPv6 alike, so a list may mix them.
+SCAPY_LINKTYPES = {"Ether": 1, "Dot3": 1, "IP": 101, "IPv6": 101, "CookedLinux": 113, "CookedLinuxV2": 276}
+
+
+def _is_scapy_packet(item) -> bool:
+    """A scapy Packet, told by its class hierarchy: scapy is never imported here
+    (a caller passing tuples never pays for it)."""
+    return any(c.__name__ == "Packet" and c.__module__ == "scapy.packet" for c in type(item).__mro__)
+
+
+def _scapy_linktype(packet, number: int) -> int:
+    name = type(packet).__name__
+    linktype = SCAPY_LINKTYPES.get(name)
+    if linktype is None:
+        raise InputError(f"frame {number}: a scapy {name} packet: grotool takes frames starting with "
+                         f"{', '.join(SCAPY_LINKTYPES)} (or give bytes and linktype=)")
+    return linktype
+
+
+def _scapy_frames(first, rest, linktype: int):
+    """(timestamp_ns, bytes, wire length) of scapy packets: the timestamp from
+    ``.time`` (seconds, as rdpcap sets it and scapy stamps a new packet), the
+    wire length from ``.wirelen`` when rdpcap read one; every packet of the
+    link type the first one has."""
+    for k, packet in enumerate(_chain_first(first, rest)):
+        number = k + 1
+        if not _is_scapy_packet(packet):
+            raise InputError(f"frame {number}: {type(packet).__name__} among scapy packets")
+        if k and SCAPY_LINKTYPES.get(type(packet).__name__) != linktype and \
+                _scapy_linktype(packet, number) != linktype:
+            raise InputError(f"frame {number}: a scapy {type(packet).__name__} packet after "
+                             f"{type(first).__name__} ones: one link type per replay")
+        try:
+            ts = int(round(packet.time * 1_000_000_000))
+        except (TypeError, ValueError, ArithmeticError):
+            raise InputError(f"frame {number}: scapy packet time {packet.time!r} is not a number of seconds") \
+                from None
+        if not timestamp_fits(ts):
+            raise InputError(f"frame {number}: timestamp {ts} ns is outside {TIMESTAMP_YEARS} that grotool takes")
+        data = bytes(packet)
+        wirelen = getattr(packet, "wirelen", None)
+        yield ts, data, wirelen if isinstance(wirelen, int) and wirelen > len(data) else -1
 
 
 def _frames(source: Iterable[Frame]):
@@ -251,13 +311,10 @@ def _frames(source: Iterable[Frame]):
 
 
 def _statistics(doc: dict) -> Statistics:
-    from .report.flows import flow_label
+    from .report.flows import flow_from_json, flow_label
 
     def label(flow: dict) -> str:
-        tunnel = flow.get("tunnel")
-        t = (tunnel["kind"], tunnel["src"], tunnel["dst"]) if tunnel else ()
-        return flow_label((flow["proto"], flow["src"], flow["dst"], flow["sport"], flow["dport"],
-                           tuple(flow["vlan"]), t))
+        return flow_label(flow_from_json(flow))
 
     totals = doc["totals"]
     flows = tuple(FlowStatistics(label(f["flow"]), f["packets_in"], f["packets_out"], f["super_packets"],

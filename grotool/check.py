@@ -22,7 +22,9 @@ from . import __version__
 from .engine.config import Settings
 from .errors import EnvironmentProblem, InputError
 
-GOLDEN_FORMAT = "grotool.golden/1"
+GOLDEN_FORMAT = "grotool.golden/2"
+# /2 added the capture's digest (`# capture-sha256:`); /1 goldens are still read and checked
+GOLDEN_FORMATS_READ = ("grotool.golden/1", GOLDEN_FORMAT)
 GOLDEN_SUFFIX = ".gro"
 CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".pcap.gz", ".pcapng.gz", ".cap.gz")
 DIGEST_HEX = 12
@@ -212,6 +214,8 @@ class Golden:
     kernel: str = ""                      # kernel origin: release and the options of `grotool kernel`
     version: str = __version__            # grotool version that wrote it
     entries: List[Entry] = field(default_factory=list)
+    capture_sha256: str = ""              # sha256 of the capture file it was written for ("" in a /1 golden)
+    format: str = GOLDEN_FORMAT           # the format of the file it was read from
 
     @property
     def settings_args(self) -> List[str]:
@@ -226,6 +230,7 @@ class Golden:
             f"# {GOLDEN_FORMAT}",
             f"# grotool {self.version}",
             f"# capture: {self.capture} ({self.frames} frames)",
+        ] + ([f"# capture-sha256: {self.capture_sha256}"] if self.capture_sha256 else []) + [
             f"# origin: {self.origin_text()}",
             f"# settings: {settings}",
             f"# packets: {len(self.entries)}",
@@ -249,8 +254,10 @@ class Golden:
     @classmethod
     def parse(cls, text: str, path: str) -> "Golden":
         lines = text.splitlines()
-        if not lines or lines[0].strip() != f"# {GOLDEN_FORMAT}":
+        first = lines[0].strip() if lines else ""
+        if first[2:] not in GOLDEN_FORMATS_READ or not first.startswith("# "):
             raise InputError(f"{path}: not a golden (first line is not '# {GOLDEN_FORMAT}')")
+        fmt = first[2:]
         header: Dict[str, str] = {}
         entries: List[Entry] = []
         for number, line in enumerate(lines[1:], start=2):
@@ -283,7 +290,10 @@ class Golden:
         settings = args_to_settings(args, f"{path}: settings")
         if "packets" in header and header["packets"] != str(len(entries)):
             raise InputError(f"{path}: header says {header['packets']} packets, the file has {len(entries)}")
-        return cls(m[1], int(m[2]), settings, origin, kernel, header.get("version", "?"), entries)
+        digest = header.get("capture-sha256", "") if fmt != "grotool.golden/1" else ""
+        if digest and not re.fullmatch(r"[0-9a-f]{64}", digest):
+            raise InputError(f"{path}: bad capture-sha256 {digest[:80]!r}")
+        return cls(m[1], int(m[2]), settings, origin, kernel, header.get("version", "?"), entries, digest, fmt)
 
     def write(self, path: str) -> None:
         """Through grotool's safe opener: a temporary file renamed into place
@@ -509,6 +519,7 @@ class CaptureResult:
     settings_args: List[str] = field(default_factory=list)
     differences: List[Difference] = field(default_factory=list)
     message: str = ""
+    cause: str = ""                        # a failure: whether the capture or grotool changed (golden digest)
     seconds: float = 0.0
 
     @property
@@ -538,11 +549,64 @@ def check_target(target: Target, *, update: bool = False, settings: Optional[Set
     return result
 
 
-def check_job(job: Tuple[Target, bool, Optional[Settings], bool]) -> CaptureResult:
+@dataclass(frozen=True)
+class Origin:
+    """Where check_all runs, for a job that may run elsewhere (a Dask worker
+    with another working directory, or another machine): the directory that
+    relative paths are relative to, and what was readable there."""
+
+    directory: str
+    capture_readable: bool
+    golden_exists: bool
+
+
+def _readable(path: Optional[str]) -> bool:
+    return bool(path) and os.path.isfile(path) and os.access(path, os.R_OK)
+
+
+def _worker_problem(target: Target, origin: Origin) -> str:
+    """A file that check_all's machine reads but this worker cannot: said plainly."""
+    import socket
+
+    for path, given, seen in ((target.capture, "capture", origin.capture_readable),
+                              (target.golden, "golden", origin.golden_exists)):
+        if not seen or not path or _readable(path):
+            continue
+        try:
+            with open(path, "rb"):
+                why = "not a readable file"
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+        return (f"the {given} {path} cannot be read on worker {socket.gethostname()} ({why}), though it can "
+                f"where grotool check runs: workers read captures and goldens at the same absolute paths")
+    return ""
+
+
+def check_job(job: tuple) -> CaptureResult:
     """check_target for an executor (grotool.executor): one picklable argument
-    (target, update, settings, from_kernel), no progress callback."""
-    target, update, settings, from_kernel = job
-    return check_target(target, update=update, settings=settings, from_kernel=from_kernel)
+    (target, update, settings, from_kernel[, origin]), no progress callback.
+    With an ``Origin`` (what check_all sends) relative paths are taken from its
+    directory, and a file this worker cannot read while the origin could is
+    an error saying so (not "no golden"); the result shows the paths as given."""
+    target, update, settings, from_kernel = job[:4]
+    origin: Optional[Origin] = job[4] if len(job) > 4 else None
+    if origin is None:
+        return check_target(target, update=update, settings=settings, from_kernel=from_kernel)
+    given = target
+    target = Target(os.path.join(origin.directory, given.capture) if given.capture else None,
+                    os.path.join(origin.directory, given.golden), given.problem)
+    problem = "" if target.problem else _worker_problem(target, origin)
+    if problem:
+        result = CaptureResult(given.capture, given.golden, ERROR, message=problem)
+    else:
+        result = check_target(target, update=update, settings=settings, from_kernel=from_kernel)
+    # as the user named them, whichever directory the worker runs in
+    for absolute, shown in sorted(((target.capture, given.capture), (target.golden, given.golden)),
+                                  key=lambda pair: -len(pair[0] or "")):
+        if absolute and shown and absolute != shown:
+            result.message = result.message.replace(absolute, shown)
+    result.capture, result.golden = given.capture, given.golden
+    return result
 
 
 def check_all(targets: Sequence[Target], executor, *, update: bool = False, settings: Optional[Settings] = None,
@@ -551,8 +615,11 @@ def check_all(targets: Sequence[Target], executor, *, update: bool = False, sett
     """check_target for every target on an executor (grotool.executor: this
     process, local processes or a Dask cluster), results in the order of
     ``targets``.  ``progress(done, total)`` is called here as each capture
-    completes; it only observes."""
-    jobs = [(t, update, settings, from_kernel) for t in targets]
+    completes; it only observes.  Each job carries this directory and what
+    is readable here (Origin): a worker elsewhere reads absolute paths."""
+    here = os.getcwd()
+    jobs = [(t, update, settings, from_kernel,
+             Origin(here, _readable(t.capture), os.path.exists(t.golden))) for t in targets]
     return executor.map(check_job, jobs, progress=progress)
 
 
@@ -577,6 +644,8 @@ def _check(target: Target, result: CaptureResult, update: bool, settings: Option
         if frames != golden.frames:
             result.message = f"the capture has {frames} frames, the golden was written for {golden.frames}"
         result.status = FAIL if result.differences or frames != golden.frames else PASS
+        if result.status == FAIL:
+            result.cause = failure_cause(golden, capture)
         return
     # update: write a missing golden, or rewrite one
     use = settings or (golden.settings if golden is not None else Settings())
@@ -592,22 +661,52 @@ def _check(target: Target, result: CaptureResult, update: bool, settings: Option
         result.differences = diff_entries(golden.entries, entries)
         result.status = KEPT if result.differences else UNCHANGED
         result.message = "kernel-origin golden kept (regenerate it from the kernel with --from-kernel, as root)"
+        if result.differences:
+            result.cause = failure_cause(golden, capture)
         return
     else:
         entries, frames = replay_entries(capture, use, progress)
         new = Golden(os.path.basename(capture), frames, use, entries=entries)
+    new.capture_sha256 = capture_digest(capture)
     result.origin = new.origin_text()
     result.settings_args = new.settings_args
     result.packets, result.frames = len(entries), frames
     if golden is not None:
         result.differences = diff_entries(golden.entries, entries)
         same_header = (golden.settings == new.settings and golden.origin_text() == new.origin_text()
-                       and golden.frames == new.frames and golden.capture == new.capture)
+                       and golden.frames == new.frames and golden.capture == new.capture
+                       and golden.capture_sha256 == new.capture_sha256 and golden.format == new.format)
         if not result.differences and same_header and golden.version == new.version:
             result.status = UNCHANGED
             return
     new.write(target.golden)
     result.status = UPDATED if golden is not None else WRITTEN
+
+
+def capture_digest(capture: str) -> str:
+    """sha256 of the capture file's bytes as stored (a .gz file: the compressed bytes)."""
+    digest = hashlib.sha256()
+    try:
+        with open(capture, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError as exc:
+        raise InputError(f"{capture}: cannot read: {exc.strerror}") from None
+    return digest.hexdigest()
+
+
+def failure_cause(golden: Golden, capture: str) -> str:
+    """One line for a failed check: did the capture change, or grotool?  From
+    the digest the golden recorded (computed here only when a check fails)."""
+    if not golden.capture_sha256:
+        return (f"the golden records no digest of its capture ({golden.format}; --update adds one): "
+                "it cannot tell whether the capture or grotool changed")
+    now = capture_digest(capture)
+    if now == golden.capture_sha256:
+        return (f"the capture is the one the golden was written for (sha256 {now[:DIGEST_HEX]}): "
+                f"grotool's result changed (golden by grotool {golden.version}, now {__version__})")
+    return (f"the capture changed since the golden was written (sha256 {golden.capture_sha256[:DIGEST_HEX]} "
+            f"then, {now[:DIGEST_HEX]} now)")
 
 
 def explain_command(capture: str, diff: Difference, settings_args: Sequence[str]) -> str:
@@ -663,6 +762,8 @@ def junit_xml(results: Sequence[CaptureResult], max_differences: int = 20) -> by
             lines = []
             if r.message:
                 lines.append(r.message)
+            if r.cause:
+                lines.append(r.cause)
             for d in r.differences[:max_differences]:
                 lines += describe_difference(name, d, r.settings_args)
             if len(r.differences) > max_differences:

@@ -199,6 +199,48 @@ def sidecar_candidates(path: str) -> List[str]:
     return out
 
 
+# What a file found beside a capture must declare to be taken as its per-packet
+# sidecar: the document of `grotool kernel --json`, or the lines of `grotool
+# replay --packets` (each line carries the schema).  Anything else there (a
+# tshark -T json export, a statistics document) is ignored, with a note.
+SIDECAR_SCHEMAS = ("grotool.kernel/1", "grotool.packets/1")
+
+
+def declared_schema(path: str) -> Optional[str]:
+    """The ``schema`` a JSON document (or the first line of JSON Lines) declares;
+    None when it declares none or is not JSON.  Reads the first line only when
+    that line is a whole JSON object (JSON Lines), else the whole file."""
+    try:
+        with open(path) as f:
+            first = f.readline(1 << 20)
+            try:
+                head = json.loads(first)
+            except ValueError:
+                head = json.loads(first + f.read())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    schema = head.get("schema") if isinstance(head, dict) else None
+    return schema if isinstance(schema, str) else None
+
+
+def find_sidecar(capture: str) -> Tuple[Optional[str], Optional[list], List[str]]:
+    """The sidecar beside ``capture``: (path, packets, notes on the files
+    beside it that were ignored).  Only a file declaring one of SIDECAR_SCHEMAS
+    is a sidecar."""
+    ignored = []
+    for cand in sidecar_candidates(capture):
+        if not os.path.isfile(cand):
+            continue
+        schema = declared_schema(cand)
+        if schema not in SIDECAR_SCHEMAS:
+            what = f"schema {schema}" if schema else "no grotool schema"
+            ignored.append(f"ignored {cand} beside {capture}: {what}, not a per-packet sidecar "
+                           f"({' or '.join(SIDECAR_SCHEMAS)}); name it with --segs to use it anyway")
+            continue
+        return cand, load_sidecar(cand), ignored
+    return None, None, ignored
+
+
 def _sidecar_packets(doc):
     if isinstance(doc, list):
         return doc
@@ -286,17 +328,11 @@ def read_side(path: str, sidecar: Optional[str], auto_sidecar: bool, notes: List
         entries = load_sidecar(sidecar)
         side.sidecar = sidecar
     elif auto_sidecar:
-        for cand in sidecar_candidates(path):
-            if not os.path.isfile(cand):
-                continue
-            try:
-                entries = load_sidecar(cand)
-            except InputError as exc:
-                notes.append(f"{label}: ignored {cand} ({exc.args[0].split(': ', 1)[-1]})")
-                continue
+        cand, entries, ignored = find_sidecar(path)
+        notes.extend(f"{label}: {note}" for note in ignored)
+        if cand is not None:
             side.sidecar = cand
             notes.append(f"{label}: segments from sidecar {cand}")
-            break
     with CaptureReader(path) as reader:
         side.format = reader.format
         linktype = side.linktype = reader.linktype

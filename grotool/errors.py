@@ -1,11 +1,12 @@
-"""Error types and the CLI's documented exit codes (README.md, "Exit codes")."""
+"""Error types and the CLI's documented exit codes (README.md, "Exit codes"; `grotool --help`;
+docs/input-output.md)."""
 
 EXIT_OK = 0
 EXIT_DIFFERENT = 1      # a check found a difference
 EXIT_USAGE = 2          # bad command line (click's own code)
 EXIT_BAD_INPUT = 3      # unreadable, corrupt or unsupported input
 EXIT_ENVIRONMENT = 4    # missing privilege or tool
-EXIT_OUTPUT = 5         # an output could not be written (path, permission, disk full)
+EXIT_OUTPUT = 5         # an output could not be written (path, permission, disk full) or is an input file
 EXIT_INPUT_TRUNCATED = 6  # the input's last record was cut short: every complete record was processed
 EXIT_SIGNAL_BASE = 128  # killed by signal N: exit 128 + N (SIGINT 130, SIGHUP 129, SIGTERM 143)
 

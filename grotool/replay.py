@@ -13,6 +13,7 @@ from .errors import InputError
 from .io.capture import CaptureReader, PcapWriter
 from .io.safe_output import check_outputs
 from .linktypes import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, SUPPORTED_LINKTYPES
+from .report.mtu import DEFAULT_MTU, MtuCensus
 from .report.stats import StatsCollector
 
 
@@ -34,6 +35,7 @@ class ReplayResult:
         self.truncation = truncation              # the input's last record was cut short: where
         self.over_mtu = over_mtu                  # frames longer than the link MTU (captured on a host)
         self.first_over_mtu = first_over_mtu      # (record number, length) of the first
+        self.mtu = input_info.get("mtu", 0)       # the link MTU they were measured against
         self.verify = verify                      # grotool.verify.VerifyResult with verify=True
         self._document: Optional[dict] = None
 
@@ -47,7 +49,6 @@ class ReplayResult:
         return self._document
 
 
-DEFAULT_MTU = 1500
 # link header bytes in front of the IP packet, per link type (VLAN tags come on top)
 LINK_HEADER_BYTES = {LINKTYPE_ETHERNET: 14, LINKTYPE_LINUX_SLL: 16, LINKTYPE_LINUX_SLL2: 20}
 VLAN_ETHERTYPES = (0x8100, 0x88A8, 0x9100)
@@ -74,10 +75,10 @@ def _l3_length(linktype: int, data: bytes, wirelen: int) -> int:
 
 
 def output_format_for(output_path: Optional[str], output_format: Optional[str] = None) -> str:
-    """The explicit format, else pcapng for a name ending in .pcapng, else pcap."""
+    """The explicit format, else pcapng for a name ending in .pcapng (or .pcapng.gz), else pcap."""
     if output_format:
         return output_format
-    if output_path and output_path.lower().endswith(".pcapng"):
+    if output_path and output_path.lower().removesuffix(".gz").endswith(".pcapng"):
         return "pcapng"
     return "pcap"
 
@@ -112,6 +113,11 @@ def _checksum_fixer(linktype: int, settings: Settings, interface_linktypes: dict
     return fix
 
 
+# each line of --packets declares it: `grotool split` and `grotool compare` take
+# a file beside a capture as its sidecar only when it does
+PACKETS_SCHEMA = "grotool.packets/1"
+
+
 class PacketLog:
     """--packets FILE: one JSON object per delivered packet (JSON Lines), for
     debugging single flush decisions and for `grotool compare` sidecars."""
@@ -130,8 +136,8 @@ class PacketLog:
         from .report.flows import flow_label
 
         entry = {
-            "index": self._n, "ts_ns": d.ts, "len": d.frame_len, "segs": d.segs, "gso_size": d.gso_size,
-            "gso_type": list(d.gso_type), "reason": d.reason, "covers": list(d.indices),
+            "schema": PACKETS_SCHEMA, "index": self._n, "ts_ns": d.ts, "len": d.frame_len, "segs": d.segs,
+            "gso_size": d.gso_size, "gso_type": list(d.gso_type), "reason": d.reason, "covers": list(d.indices),
             "flow": flow_label(self._describe(d)), "queue": d.queue, "poll": d.poll,
         }
         if d.interface:
@@ -175,16 +181,15 @@ def _deliver(out: list, fix, collector, after, writer) -> None:
             writer.write(d.ts, d.data)
 
 
-def _feed_records(records, engine, fix, collector, after, writer, interface, verifier, mtu: int, reader) -> tuple:
+def _feed_records(records, engine, fix, collector, after, writer, interface, verifier, mtu: int, reader,
+                  census) -> tuple:
     """Feed every input record (``records``: the reader's _Records) to the
     engine and its deliveries to _deliver: the per-frame loop of replay().
     ``interface(ifid)`` gives an interface's (link type, FCS bytes, longest
-    frame within the MTU).  Returns (first timestamp, last timestamp, frames
-    over the MTU, (record number, length) of the first of those)."""
+    frame within the MTU ``mtu``); a frame longer goes to ``census`` (a
+    report.mtu.MtuCensus).  Returns (first timestamp, last timestamp)."""
     first_ts = None
     last_ts = 0
-    over_mtu = 0
-    first_over_mtu = None
     last_ifid = -1
     lt, fcs, limit = 0, 0, 0
     data = records.next_data()
@@ -197,10 +202,10 @@ def _feed_records(records, engine, fix, collector, after, writer, interface, ver
             # the kernel never sees the FCS: strip it before GRO
             data = data[:-fcs]
             wirelen -= fcs
-        if wirelen > limit and _l3_length(lt, data, wirelen) > mtu:
-            over_mtu += 1
-            if first_over_mtu is None:
-                first_over_mtu = (reader.records_read, wirelen)
+        if wirelen > limit:
+            l3_length = _l3_length(lt, data, wirelen)
+            if l3_length > mtu:
+                census.add(lt, data, wirelen, l3_length, reader.records_read)
         if first_ts is None:
             first_ts = ts
         last_ts = ts
@@ -212,11 +217,11 @@ def _feed_records(records, engine, fix, collector, after, writer, interface, ver
             _deliver(out, fix, collector, after, writer)
             out.clear()
         data = records.next_data()
-    return first_ts, last_ts if first_ts is not None else None, over_mtu, first_over_mtu
+    return first_ts, last_ts if first_ts is not None else None
 
 
 def replay(input_path: str, output_path: Optional[str], settings: Settings,
-           packets_path: Optional[str] = None, mtu: int = DEFAULT_MTU, *, output_format: Optional[str] = None,
+           packets_path: Optional[str] = None, mtu: Optional[int] = None, *, output_format: Optional[str] = None,
            observers: Sequence[Callable] = (), progress: Optional[Callable] = None,
            verify: bool = False, events: Optional[Callable] = None) -> ReplayResult:
     """Replay a capture.  Every output path is checked before the first frame is
@@ -228,8 +233,13 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
     reader)`` is called every few thousand frames (the CLI's progress bar).
     ``verify``: split every delivery again and compare with its input frames
     (grotool.verify), the result in ``verify`` and the document.
-    ``events``: a callable given the engine's decision events (grotool explain)."""
-    check_outputs([output_path, packets_path], ["output capture", "--packets"])
+    ``events``: a callable given the engine's decision events (grotool explain).
+    ``mtu``: the link MTU; None: the one the capture implies, at least 1500
+    (grotool.report.mtu), which ``frames_over_mtu`` counts against."""
+    check_outputs([output_path, packets_path], ["output capture", "--packets"], [input_path])
+    census = MtuCensus(DEFAULT_MTU if mtu is None else mtu, fixed=mtu is not None,
+                       vxlan_ports=settings.vxlan_ports, geneve_ports=settings.geneve_ports)
+    mtu = census.floor
     with CaptureReader(input_path, any_linktype=True, tolerate_truncation=True) as reader:
         linktype = reader.linktype if reader.linktype is not None else 1
         engine = Engine(linktype, settings, events=events)
@@ -294,9 +304,9 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
                 known[ifid] = entry = (lt, fcs, limit)
                 return entry
 
-            first_ts, last_ts, over_mtu, first_over_mtu = _feed_records(
+            first_ts, last_ts = _feed_records(
                 reader.records_with_interface(), engine, fix, collector, after, pcap_writer, interface, verifier,
-                mtu, reader)
+                mtu, reader, census)
             _deliver(engine.finish(), fix, collector, after, pcap_writer)
             if writer:
                 writer.close()
@@ -309,6 +319,8 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
                 log.abort()
             raise
         frames = engine.stats.frames
+        link_mtu = census.implied
+        over_mtu, first_over_mtu = census.over(link_mtu)
         if collector.packets_in != frames:
             raise RuntimeError(f"accounting error: {frames} frames in, {collector.packets_in} accounted for")
         st = engine.stats
@@ -320,9 +332,12 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
             "packets": frames,
             "first_ts_ns": first_ts,
             "last_ts_ns": last_ts,
-            "mtu": mtu,
+            "mtu": link_mtu,
+            "mtu_from": "option" if census.fixed else "capture",
             "frames_over_mtu": over_mtu,
             "truncated": reader.truncation,
+            "invalid_timestamps": reader.invalid_timestamps,
+            "first_invalid_timestamp": reader.first_invalid_timestamp,
         }
         if reader.format == "pcapng":
             input_info["interfaces"] = [{"id": i["id"], "name": i["name"], "linktype": i["linktype"]}

@@ -7,10 +7,12 @@ Which frames are super-packets, and their gso_size:
    ``grotool kernel --json`` document), given or found next to the capture:
    a record with segs/gso_segs > 1 is split with its gso_size and gso_type;
    every other record passes through;
-2. without one, a frame longer than the link MTU (1500 bytes plus its link
-   header and VLAN tags) is a super-packet, split with ``--mss``, else the
-   largest payload of an ordinary (not longer than the MTU) segment of the
-   same flow in the capture, else the payload that fills a 1500-byte MTU.
+2. without one, a frame whose packet (the innermost IP packet: link header,
+   VLAN tags and tunnel headers counted off) is longer than the link MTU is a
+   super-packet.  The MTU is ``--mtu``, else the one the capture implies
+   (grotool.report.mtu: at least 1500).  It is split with ``--mss``, else the
+   largest payload of an ordinary (within the MTU) segment of the same flow in
+   the capture, else the payload that fills the MTU.
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ from .compare import load_sidecar
 from .errors import InputError
 from .gso import NotSegmentable, flow_key, parse, segment
 from .io.capture import CaptureReader, PcapWriter
+from .io.safe_output import check_outputs
 from .linktypes import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2
+from .report.mtu import DEFAULT_MTU, MtuCensus
 
-LINK_MTU = 1500
+LINK_MTU = DEFAULT_MTU
 _LINK_HEADER = {LINKTYPE_ETHERNET: 14, LINKTYPE_LINUX_SLL: 16, LINKTYPE_LINUX_SLL2: 20}
 
 
@@ -38,13 +42,19 @@ class SplitResult:
     passed: int = 0                 # frames written unchanged
     sidecar: Optional[str] = None
     not_segmentable: Counter = field(default_factory=Counter)   # reason -> frames passed unchanged
+    ignored: List[str] = field(default_factory=list)             # files beside the input not taken as sidecar
     mss_sources: Counter = field(default_factory=Counter)       # sidecar / option / flow / mtu -> super-packets
     linktype: int = LINKTYPE_ETHERNET
+    mtu: Optional[int] = None       # without a sidecar: the link MTU super-packets were told by
+    mtu_from: Optional[str] = None  # "option" (--mtu) or "capture" (the MTU it implies)
+    invalid_timestamps: int = 0     # records read (and written) with the previous record's timestamp
+    first_invalid_timestamp: Optional[dict] = None
 
     def as_dict(self) -> dict:
         return {"frames_in": self.frames_in, "frames_out": self.frames_out, "super_packets": self.super_packets,
                 "passed_unchanged": self.passed, "sidecar": self.sidecar,
-                "not_segmentable": dict(self.not_segmentable), "gso_size_from": dict(self.mss_sources)}
+                "not_segmentable": dict(self.not_segmentable), "gso_size_from": dict(self.mss_sources),
+                "mtu": self.mtu, "mtu_from": self.mtu_from}
 
 
 @dataclass
@@ -68,23 +78,23 @@ def _entry(raw, where: str) -> SidecarEntry:
     return SidecarEntry(segs, size, tuple(types))
 
 
-def load_segs(path: Optional[str], capture: str, auto: bool) -> Tuple[Optional[str], Optional[List[SidecarEntry]]]:
-    """The sidecar to use (path, entries), or (None, None)."""
-    from .compare import sidecar_candidates
+def load_segs(path: Optional[str], capture: str, auto: bool,
+              ignored: Optional[List[str]] = None) -> Tuple[Optional[str], Optional[List[SidecarEntry]]]:
+    """The sidecar to use (path, entries), or (None, None).  A file beside the
+    capture is used only when it declares a sidecar schema (compare.find_sidecar);
+    the others are described in ``ignored``."""
+    from .compare import find_sidecar
 
     if path is not None:
         return path, [_entry(e, f"{path}: packet {i}") for i, e in enumerate(load_sidecar(path))]
     if not auto:
         return None, None
-    for cand in sidecar_candidates(capture):
-        if not os.path.isfile(cand):
-            continue
-        try:
-            raw = load_sidecar(cand)
-        except InputError:
-            continue                     # e.g. a statistics document: not per packet
-        return cand, [_entry(e, f"{cand}: packet {i}") for i, e in enumerate(raw)]
-    return None, None
+    cand, raw, notes = find_sidecar(capture)
+    if ignored is not None:
+        ignored.extend(notes)
+    if cand is None:
+        return None, None
+    return cand, [_entry(e, f"{cand}: packet {i}") for i, e in enumerate(raw)]
 
 
 def link_overhead(data: bytes, linktype: int) -> int:
@@ -98,11 +108,6 @@ def link_overhead(data: bytes, linktype: int) -> int:
     return hlen
 
 
-def is_oversize(data: bytes, linktype: int) -> bool:
-    """Longer than the link MTU: not something a NIC receives."""
-    return len(data) > LINK_MTU + link_overhead(data, linktype)
-
-
 def _payload_len(data: bytes, linktype: int) -> Optional[Tuple[bytes, int]]:
     """(flow key, L4 payload length), or None when GSO could not segment the flow."""
     try:
@@ -112,17 +117,41 @@ def _payload_len(data: bytes, linktype: int) -> Optional[Tuple[bytes, int]]:
     return flow_key(data, chain), chain.end - chain.payload_off
 
 
-def largest_segments(records: Iterable[Tuple[int, bytes, int]], linktype: int, fcs: int) -> Dict[bytes, int]:
-    """Per flow, the largest payload of an ordinary segment (a frame within the MTU)."""
-    best: Dict[bytes, int] = {}
-    for _ts, data, wirelen in records:
-        data, wirelen = _strip_fcs(data, wirelen, fcs)
-        if is_oversize(data, linktype):
-            continue
-        got = _payload_len(data, linktype)
-        if got is not None and got[1] > best.get(got[0], 0):
-            best[got[0]] = got[1]
-    return best
+class _Survey:
+    """The first pass over a capture without a sidecar: the packet lengths of
+    frames longer than the MTU floor (what the capture implies), and per flow
+    the largest payload of a segment within the floor and the (packet length,
+    payload) of the longer ones, until the MTU is known."""
+
+    def __init__(self, census: MtuCensus, linktype: int):
+        self.census = census
+        self.linktype = linktype
+        self.within: Dict[bytes, int] = {}
+        self.longer: Dict[bytes, List[Tuple[int, int]]] = {}
+
+    def add(self, data: bytes, wirelen: int, record: int) -> None:
+        got = _payload_len(data, self.linktype)
+        l3_length = len(data) - link_overhead(data, self.linktype)
+        length = l3_length
+        if l3_length > self.census.floor:
+            length = self.census.add(self.linktype, data, len(data), l3_length, record)
+        if got is None:
+            return
+        key, payload = got
+        if length <= self.census.floor:
+            if payload > self.within.get(key, 0):
+                self.within[key] = payload
+        else:
+            self.longer.setdefault(key, []).append((length, payload))
+
+    def largest(self, mtu: int) -> Dict[bytes, int]:
+        """Per flow, the largest payload of an ordinary segment (packet within ``mtu``)."""
+        best = dict(self.within)
+        for key, pairs in self.longer.items():
+            for length, payload in pairs:
+                if length <= mtu and payload > best.get(key, 0):
+                    best[key] = payload
+        return best
 
 
 def _strip_fcs(data: bytes, wirelen: int, fcs: int) -> Tuple[bytes, int]:
@@ -133,15 +162,21 @@ def _strip_fcs(data: bytes, wirelen: int, fcs: int) -> Tuple[bytes, int]:
 
 
 def split_capture(input_path: str, output_path: Optional[str], mss: Optional[int] = None,
-                  segs_path: Optional[str] = None, auto_sidecar: bool = True) -> SplitResult:
+                  segs_path: Optional[str] = None, auto_sidecar: bool = True,
+                  mtu: Optional[int] = None) -> SplitResult:
+    """Split the super-packets of ``input_path`` (see the module docstring);
+    ``mtu``: the link MTU (None: the one the capture implies, at least 1500)."""
+    check_outputs([output_path], ["output capture"], [input_path, segs_path])
     result = SplitResult()
-    sidecar_path, entries = load_segs(segs_path, input_path, auto_sidecar)
+    sidecar_path, entries = load_segs(segs_path, input_path, auto_sidecar, result.ignored)
     result.sidecar = sidecar_path
     largest: Dict[bytes, int] = {}
     buffered: Optional[list] = None
     buffered_fcs = 0
-    if entries is None and mss is None:
-        # the flow's largest ordinary segment: a first pass over the capture
+    census = None
+    if entries is None:
+        census = MtuCensus(LINK_MTU if mtu is None else mtu, fixed=mtu is not None)
+        # the MTU the capture implies and each flow's largest ordinary segment: a first pass
         with CaptureReader(input_path) as reader:
             linktype = reader.linktype if reader.linktype is not None else LINKTYPE_ETHERNET
             if input_path == "-":
@@ -150,7 +185,15 @@ def split_capture(input_path: str, output_path: Optional[str], mss: Optional[int
             else:
                 records = reader
             buffered_fcs = reader.fcs_len
-            largest = largest_segments(records, linktype, buffered_fcs)
+            survey = _Survey(census, linktype)
+            for record, (_ts, data, wirelen) in enumerate(records, 1):
+                data, wirelen = _strip_fcs(data, wirelen, buffered_fcs)
+                survey.add(data, wirelen, record)
+            result.invalid_timestamps = reader.invalid_timestamps
+            result.first_invalid_timestamp = reader.first_invalid_timestamp
+            result.mtu = census.implied
+            result.mtu_from = "option" if mtu is not None else "capture"
+            largest = survey.largest(result.mtu)
     with CaptureReader(input_path) if buffered is None else _Buffered(buffered, linktype, buffered_fcs) as reader:
         linktype = reader.linktype if reader.linktype is not None else LINKTYPE_ETHERNET
         result.linktype = linktype
@@ -163,7 +206,7 @@ def split_capture(input_path: str, output_path: Optional[str], mss: Optional[int
                 data, wirelen = _strip_fcs(data, wirelen, fcs)
                 cut = 0 <= wirelen and len(data) < wirelen     # cut by snaplen: never split, stays cut
                 out = None if cut else _split_one(data, index, linktype, entries, sidecar_path, mss,
-                                                  largest, result)
+                                                  largest, result, census)
                 if out is None:
                     result.passed += 1
                     result.frames_out += 1
@@ -185,11 +228,14 @@ def split_capture(input_path: str, output_path: Optional[str], mss: Optional[int
             raise InputError(f"{sidecar_path}: has {len(entries)} packets, but {input_path} has {result.frames_in}")
         if writer:
             writer.close()
+        if isinstance(reader, CaptureReader):
+            result.invalid_timestamps = reader.invalid_timestamps
+            result.first_invalid_timestamp = reader.first_invalid_timestamp
     return result
 
 
 def _split_one(data: bytes, index: int, linktype: int, entries, sidecar_path, mss, largest,
-               result: SplitResult) -> Optional[List[bytes]]:
+               result: SplitResult, census: Optional[MtuCensus] = None) -> Optional[List[bytes]]:
     """The segments of one frame, or None to pass it through unchanged."""
     gso_type: Tuple[str, ...] = ()
     if entries is not None:
@@ -204,7 +250,8 @@ def _split_one(data: bytes, index: int, linktype: int, entries, sidecar_path, ms
             result.not_segmentable["sidecar gives no gso_size"] += 1
             return None
     else:
-        if not is_oversize(data, linktype):
+        l3_length = len(data) - link_overhead(data, linktype)
+        if l3_length <= result.mtu or census.packet_length(linktype, data, len(data), l3_length) <= result.mtu:
             return None
         if mss is not None:
             size, source = mss, "option"
@@ -218,8 +265,9 @@ def _split_one(data: bytes, index: int, linktype: int, entries, sidecar_path, ms
             if key in largest:
                 size, source = largest[key], "flow"
             else:
-                # nothing to learn from: the payload that fills a 1500-byte MTU
-                size, source = LINK_MTU - (chain.payload_off - link_overhead(data, linktype)), "mtu"
+                # nothing to learn from: the payload that fills the MTU after the packet's own headers
+                at = census.packet_length(linktype, data, len(data), l3_length)
+                size, source = result.mtu - (chain.payload_off - (len(data) - at)), "mtu"
     try:
         if size <= 0:
             raise NotSegmentable("no usable gso_size")

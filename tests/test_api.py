@@ -73,3 +73,56 @@ def test_bad_arguments():
         grotool.Replay([(0, b"\0" * 60), (1,)]).packets()
     with pytest.raises(grotool.InputError, match="link type 1, not 101"):
         grotool.Replay(ROOT / "captures" / "mixed.pcap", linktype=101).packets()
+
+
+# -- issue 32: scapy packets as they come (rdpcap, PacketList, built packets) -------------
+def test_scapy_packet_list_from_rdpcap_is_the_capture():
+    from scapy.utils import rdpcap
+
+    packets = rdpcap(str(ROOT / "captures" / "bulk-4flows.pcap"))
+    from_scapy = grotool.Replay(packets, device="veth").packets()
+    from_file = grotool.Replay(ROOT / "captures" / "bulk-4flows.pcap", device="veth").packets()
+    assert len(from_scapy) == 73
+    assert [(p.timestamp_ns, p.data, p.frames, p.reason) for p in from_scapy] == \
+        [(p.timestamp_ns, p.data, p.frames, p.reason) for p in from_file]
+
+
+def test_scapy_built_packets_and_link_types():
+    from scapy.layers.inet import IP, TCP
+    from scapy.layers.inet6 import IPv6
+    from scapy.layers.l2 import CookedLinux, Ether
+    from scapy.packet import Raw
+
+    def segments(first_layer):
+        out = []
+        for k in range(4):
+            ip = IP(src="10.0.0.1", dst="10.0.0.2", id=k, flags="DF")
+            pkt = ip / TCP(sport=40000, dport=5201, seq=1 + 1000 * k, flags="A") / Raw(b"x" * 1000)
+            pkt = first_layer() / pkt if first_layer else pkt
+            pkt.time = 1.5 + k / 1000
+            out.append(pkt)
+        return out
+
+    for first_layer, linktype in ((Ether, 1), (None, 101), (lambda: CookedLinux(pkttype=0, proto=0x0800), 113)):
+        (packet,) = grotool.Replay(segments(first_layer), device="veth").packets()
+        assert (packet.segments, packet.frames, packet.timestamp_ns) == (4, (1, 2, 3, 4), 1_500_000_000)
+        assert bytes(packet.data[:2]) == bytes(segments(first_layer)[0])[:2]
+    six = [IPv6(src="fd00::1", dst="fd00::2") / TCP(sport=1, dport=2, seq=1 + 100 * k, flags="A") / Raw(b"y" * 100)
+           for k in range(3)]
+    assert [p.segments for p in grotool.Replay(six, device="veth")] == [3]
+    with pytest.raises(grotool.InputError, match="frame 2: a scapy Ether packet after IP ones"):
+        grotool.Replay([IP() / TCP(), Ether() / IP() / TCP()]).packets()
+    with pytest.raises(grotool.InputError, match="frame 1: a scapy TCP packet"):
+        grotool.Replay([TCP()]).packets()
+
+
+def test_tuples_never_import_scapy():
+    import subprocess
+    import sys
+
+    code = ("import sys, grotool; from grotool.io.capture import read_capture; "
+            "_, recs = read_capture('captures/bulk-4flows.pcap'); "
+            "assert len(grotool.Replay([(ts, d) for ts, d, _ in recs]).packets()) > 0; "
+            "assert not [m for m in sys.modules if m.startswith('scapy')], 'scapy imported'")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr

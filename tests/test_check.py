@@ -1,5 +1,6 @@
 """grotool check: goldens next to captures, exit codes, --update, --junit."""
 
+import hashlib
 import os
 import shutil
 import struct
@@ -115,7 +116,9 @@ def test_golden_does_not_depend_on_the_working_directory(tmp_path):
     assert one == (tmp_path / "b" / "mixed.gro").read_bytes() == (CAPTURES / "mixed.gro").read_bytes()
     text = one.decode()
     assert str(tmp_path) not in text and "/" not in text.split("\n# one line")[0].replace(GOLDEN_FORMAT, "")
-    assert text.splitlines()[:6] == [f"# {GOLDEN_FORMAT}", "# grotool 0.1.0", "# capture: mixed.pcap (318 frames)",
+    digest = hashlib.sha256((CAPTURES / "mixed.pcap").read_bytes()).hexdigest()
+    assert text.splitlines()[:7] == [f"# {GOLDEN_FORMAT}", "# grotool 0.1.0", "# capture: mixed.pcap (318 frames)",
+                                     f"# capture-sha256: {digest}",
                                      "# origin: grotool replay", "# settings: (defaults)", "# packets: 271"]
 
 
@@ -372,3 +375,65 @@ def test_host_state_settings_round_trip_through_golden_options():
                     "8472", "--local-tcp", "10.0.0.1:80", "--local-tcp", "[fd00::1]:1>[fd00::2]:2",
                     "--layout", "mlx5-copy256"]
     assert args_to_settings(args) == s
+
+
+# -- issue 32: a failure says whether the capture or grotool changed ------------------------
+def test_failure_says_the_capture_changed(tmp_path):
+    capture = copy_case(tmp_path, "selftest-ipv4")
+    then = hashlib.sha256(capture.read_bytes()).hexdigest()
+    assert f"# capture-sha256: {then}\n" in (tmp_path / "selftest-ipv4.gro").read_text()
+    g = Golden.load(str(tmp_path / "selftest-ipv4.gro"))
+    target = next(e for e in g.entries if e.segs >= 3)
+    rewrite_capture(capture, lower_ttl(target.frame + 1))
+    now = hashlib.sha256(capture.read_bytes()).hexdigest()
+    r = run("check", capture, "--junit", tmp_path / "j.xml")
+    assert r.returncode == 1
+    line = (f"  the capture changed since the golden was written (sha256 {then[:12]} then, {now[:12]} now)")
+    assert line in r.stdout.splitlines()
+    assert line.strip() in (tmp_path / "j.xml").read_text()
+
+
+def test_failure_says_grotool_changed_when_the_capture_is_the_same(tmp_path):
+    capture = copy_case(tmp_path, "mixed")
+    golden = tmp_path / "mixed.gro"
+    golden.write_text(golden.read_text().replace("  tcp_push  ", "  tcp_fin  "))     # as if grotool changed
+    r = run("check", capture)
+    assert r.returncode == 1
+    digest = hashlib.sha256(capture.read_bytes()).hexdigest()
+    assert (f"  the capture is the one the golden was written for (sha256 {digest[:12]}): grotool's result "
+            "changed (golden by grotool 0.1.0, now 0.1.0)") in r.stdout.splitlines()
+
+
+def golden_v1(text: str) -> str:
+    """The same golden as grotool.golden/1 wrote it: no digest line."""
+    lines = [line for line in text.splitlines(keepends=True) if not line.startswith("# capture-sha256:")]
+    return "".join(lines).replace("# grotool.golden/2\n", "# grotool.golden/1\n", 1)
+
+
+def test_a_golden_1_without_a_digest_still_checks_and_says_it_cannot_tell(tmp_path):
+    capture = copy_case(tmp_path, "mixed")
+    golden = tmp_path / "mixed.gro"
+    golden.write_text(golden_v1(golden.read_text()))
+    assert golden.read_text().startswith("# grotool.golden/1\n") and "sha256:" not in golden.read_text()
+    r = run("check", capture)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert Golden.load(str(golden)).capture_sha256 == ""
+    golden.write_text(golden.read_text().replace("  tcp_push  ", "  tcp_fin  "))
+    r = run("check", capture)
+    assert r.returncode == 1
+    assert ("  the golden records no digest of its capture (grotool.golden/1; --update adds one): it cannot "
+            "tell whether the capture or grotool changed") in r.stdout.splitlines()
+    # --update rewrites it as /2, with the digest
+    golden.write_text(golden_v1((CAPTURES / "mixed.gro").read_text()))
+    r = run("check", "--update", capture)
+    assert r.returncode == 0 and "updated" in r.stdout
+    assert golden.read_bytes() == (CAPTURES / "mixed.gro").read_bytes()
+
+
+def test_a_bad_digest_line_is_bad_input(tmp_path):
+    capture = copy_case(tmp_path, "mixed")
+    golden = tmp_path / "mixed.gro"
+    text = golden.read_text()
+    golden.write_text(text.replace("# capture-sha256: ", "# capture-sha256: zz", 1))
+    r = run("check", capture)
+    assert r.returncode == 3 and "bad capture-sha256" in r.stdout

@@ -59,3 +59,39 @@ def test_bad_local_tcp_is_a_usage_error(tmp_path):
     proc = grotool("replay", "-q", "--local-tcp", "fd00::1:80", cap)
     assert proc.returncode == 2
     assert "IPv6 in brackets" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# -- issue 32: the hint names the port the tunnel really uses --------------------------------
+def test_vxlan_on_port_8472_hints_its_own_port_and_the_hint_works(tmp_path):
+    """flannel's VXLAN (Linux's old default port 8472) was told to try UDP GRO options."""
+    import tunnel_frames as T
+
+    cap = write(tmp_path / "flannel.pcap", T.vxlan_tcp_flow(6, dport=8472) + T.udp_flow(3, dport=5300))
+    plain = grotool("replay", "-q", "--device", "veth", cap, "--json", str(tmp_path / "a.json"))
+    assert plain.stderr.strip().splitlines() == [
+        "grotool: hint: 9 UDP datagrams had no GRO path on this host: consider --vxlan-port 8472; "
+        "--udp-gro-socket 5300, --udp-gro-forwarding or --rx-gro-list"]
+    followed = grotool("replay", "-q", "--device", "veth", cap, "--vxlan-port", "8472", "--json",
+                       str(tmp_path / "b.json"))
+    assert followed.stderr.strip().splitlines() == [
+        "grotool: hint: 3 UDP datagrams had no GRO path on this host: consider --udp-gro-socket 5300, "
+        "--udp-gro-forwarding or --rx-gro-list"]
+    a = json.loads((tmp_path / "a.json").read_text())["totals"]
+    b = json.loads((tmp_path / "b.json").read_text())["totals"]
+    assert (a["packets_out"], a["super_packets"]) == (9, 0)
+    assert (b["packets_out"], b["super_packets"]) == (4, 1)      # the 6 VXLAN segments merged
+
+
+def test_geneve_on_another_port_and_plain_udp_on_8472(tmp_path):
+    from grotool import scenarios as S
+    import tunnel_frames as T
+
+    geneve = [S.geneve_frame(S.tcp_frame(seq=1000 + i * 1000, payload=1000, ip_id=i), dport=7000, ip_id=i)
+              for i in range(4)]
+    proc = grotool("replay", "-q", "--device", "veth", write(tmp_path / "g.pcap", geneve))
+    assert proc.stderr == ("grotool: hint: 4 UDP datagrams had no GRO path on this host: consider "
+                           "--geneve-port 7000\n")
+    # plain datagrams to 8472 are not VXLAN: UDP GRO advice, no --vxlan-port
+    proc = grotool("replay", "-q", "--device", "veth", write(tmp_path / "u.pcap", T.udp_flow(3, dport=8472)))
+    assert proc.stderr == ("grotool: hint: 3 UDP datagrams had no GRO path on this host: consider "
+                           "--udp-gro-socket 8472, --udp-gro-forwarding or --rx-gro-list\n")

@@ -291,14 +291,25 @@ def test_sidecar_gso_size_and_auto_detection(tmp_path):
     a = write(tmp_path / "kernel.pcap", frames)
     b = write(tmp_path / "sim.pcap", frames)
     with open(tmp_path / "kernel.json", "w") as f:
-        json.dump({"packets": [{"gso_size": MSS, "gso_type": "tcpv4"}, {"gso_segs": 0}]}, f)
+        json.dump({"schema": "grotool.kernel/1",
+                   "packets": [{"gso_size": MSS, "gso_type": "tcpv4"}, {"gso_segs": 0}]}, f)
     with open(tmp_path / "sim.pcap.json", "w") as f:
-        json.dump({"packets": [{"gso_segs": 20}, {"gso_segs": 1}]}, f)
+        f.write("".join(json.dumps({"schema": "grotool.packets/1", "segs": n}) + "\n" for n in (20, 1)))
     r = compare_captures(a, b)
     assert r.identical and r.segments_compared
     assert r.a.sidecar.endswith("kernel.json") and r.b.sidecar.endswith("sim.pcap.json")
     assert r.a.flows[next(iter(r.a.flows))][0].segs == 20
     assert not compare_captures(a, b, auto_sidecar=False).segments_compared
+
+
+def test_a_file_beside_the_capture_without_a_sidecar_schema_is_ignored(tmp_path):
+    """issue 32: a tshark -T json export beside the capture is a list of objects, not a sidecar."""
+    frames = [t4(SEQ0, 20 * MSS), arp()]
+    a = write(tmp_path / "kernel.pcap", frames)
+    (tmp_path / "kernel.json").write_text(json.dumps([{"_index": "packets", "_source": {"layers": {}}}] * 2))
+    r = compare_captures(a, a)
+    assert r.a.sidecar is None and not r.segments_compared
+    assert any("ignored" in n and "kernel.json" in n and "no grotool schema" in n for n in r.notes)
 
 
 def test_stats_document_is_not_a_sidecar(tmp_path):

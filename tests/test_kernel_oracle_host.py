@@ -214,6 +214,13 @@ def test_host_hint_names_the_options_the_traffic_calls_for():
     assert host_hint(tf.vxlan_tcp_flow(3), HostState.build(vxlan_ports=[4789])) is None
     assert host_hint(tf.udp_flow(2, dport=6081), plain) == \
         "this capture has UDP to port 6081 (GENEVE: --geneve-port 6081)"
+    # issue 32: VXLAN on Linux's old default port (flannel) names that port
+    assert host_hint(tf.vxlan_tcp_flow(3, dport=8472), plain) == \
+        "this capture has UDP to port 8472 (VXLAN: --vxlan-port 8472)"
+    assert host_hint(tf.vxlan_tcp_flow(3, dport=8472), HostState.build(vxlan_ports=[8472])) is None
+    assert host_hint(tf.udp_flow(3, dport=8472), plain) == (
+        "this capture has UDP flows of equal-size datagrams to port 8472 "
+        "(--udp-gro-socket PORT, --udp-gro-forwarding or --rx-gro-list)")
     assert "--local-tcp" in host_hint(ks.tcp_flow(5), HostState.build(rx_gro_list=True))
     assert host_hint(ks.tcp_flow(5), HostState.build(rx_gro_list=True, local_tcp=["10.0.0.2:5201"])) is None
 

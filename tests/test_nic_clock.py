@@ -113,16 +113,20 @@ def _pcapng_with_offset(seconds):
     return b"".join(out)
 
 
-def test_a_pcapng_timestamp_beyond_2116_is_bad_input(tmp_path):
+def test_a_pcapng_timestamp_beyond_2116_is_read_with_the_previous_timestamp(tmp_path):
+    """issue 32: such a capture was refused whole (exit 3); tcpdump reads it.  Each
+    record takes the previous record's timestamp, the first one 0, and one warning names the first."""
     late = tmp_path / "late.pcapng"
     late.write_bytes(_pcapng_with_offset(3 * 10 ** 9))          # year 2120
     r = subprocess.run([sys.executable, "-m", "grotool", "replay", "-q", str(late)], capture_output=True,
                        cwd=ROOT, timeout=120)
     ts = (1_700_000_000 + 3 * 10 ** 9) * 10 ** 9
-    assert r.returncode == 3
+    assert r.returncode == 0
     assert r.stderr.decode().strip().splitlines() == [
-        f"grotool: error: {late}: packet 1 at byte offset 64: timestamp {ts} ns is outside the years 1824 to "
-        "2116 that grotool takes"]
+        f"grotool: warning: {late}: 2 records with an invalid timestamp (first: record 1 at byte offset 64, "
+        f"timestamp {ts} ns is outside the years 1824 to 2116 that grotool takes) read with the previous "
+        "record's timestamp"]
+    assert [p.timestamp_ns for p in grotool.Replay(late, device="veth").packets()] == [0]
     # an offset that stays in range is applied
     ok = tmp_path / "ok.pcapng"
     ok.write_bytes(_pcapng_with_offset(10 ** 9))

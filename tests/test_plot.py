@@ -95,5 +95,24 @@ def test_without_matplotlib_replay_plot_exits_4_before_writing(tmp_path):
 
 def test_unwritable_plot_is_one_line(tmp_path):
     r = run("plot", "captures/mixed.pcap", tmp_path / "no" / "such" / "dir.png")
-    assert r.returncode == 3
+    assert r.returncode == 5          # an output that cannot be written (issue 32: it was 3, after the replay)
     assert len(r.stderr.splitlines()) == 1 and "cannot write the plot" in r.stderr
+
+
+def test_plot_output_is_checked_before_the_input_is_read(tmp_path):
+    """issue 32: a bad plot path was found after the whole replay (exit 3); now
+    first, so a bad input behind it is never read."""
+    garbage = tmp_path / "garbage.pcap"
+    garbage.write_bytes(b"not a capture at all")
+    for args in (("plot", garbage, tmp_path / "no" / "dir.png"),
+                 ("replay", "-q", garbage, "--plot", tmp_path / "no" / "dir.png")):
+        r = run(*args)
+        assert r.returncode == 5, r.stderr
+        assert "no" + os.sep + "dir.png: cannot write" in r.stderr and "not a pcap" not in r.stderr
+
+
+def test_plot_format_is_checked_before_the_replay(tmp_path):
+    r = run("plot", "captures/mixed.pcap", tmp_path / "picture.xyz")
+    assert r.returncode == 5
+    assert "format 'xyz' is not one matplotlib draws" in r.stderr and len(r.stderr.splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []

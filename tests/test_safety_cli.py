@@ -197,3 +197,26 @@ def test_documented_settings_are_real_options():
 
     for name in re.findall(r"`([a-z0-9_]+)`", section):
         assert _option_name(name) in help_text or name == "vlan_gro", name
+
+
+# -- issue 32: the effect codes are explained where the reasons are listed ---------------
+def test_reasons_output_explains_every_effect_code():
+    from grotool.engine.reasons import EFFECTS
+
+    used = {effect for effect, _, _ in REASONS.values()}
+    assert used == set(EFFECTS) == {"S", "P", "PS", "M", "L"}
+    text = run_cli("reasons").stdout.decode()
+    legend = text.split("Effect codes:")[1].splitlines()[1:]
+    assert [line.split()[0] for line in legend] == list(EFFECTS)
+    assert all(EFFECTS[line.split()[0]] == line.split(None, 1)[1] for line in legend)
+    as_json = json.loads(run_cli("reasons", "--json").stdout)
+    assert all(entry["effect_meaning"] == EFFECTS[entry["effect"]] for entry in as_json.values())
+
+
+def test_docs_reasons_md_is_the_markdown_listing_with_the_effect_codes():
+    doc = (ROOT / "docs" / "reasons.md").read_text()
+    assert doc == run_cli("reasons", "--markdown").stdout.decode()
+    from grotool.engine.reasons import EFFECTS
+
+    for code, meaning in EFFECTS.items():
+        assert f"| {code} | {meaning} |" in doc

@@ -321,26 +321,32 @@ def test_tcpdump_corpus_no_traceback_no_hang():
     assert time.monotonic() - started < 300
     assert replayed == len(HOSTS) * (len(paths) - len(refused))
     assert passed_through > 1000
-    # the only refusals left: timestamps whose fraction is not below one second
-    assert sorted(refused) == ["atm-oam-loopback-print-overrun.pcap", "rx_serviceid_oobr.pcap",
-                               "timestamp_invalid_micro.pcap", "timestamp_invalid_nano.pcap"]
-    assert all("timestamp fraction" in msg and "\n" not in msg for msg in refused.values())
+    # issue 32: what tcpdump reads is read; the four captures with a timestamp fraction not below
+    # one second, once refused whole, replay with the previous record's timestamp
+    assert refused == {}
 
 
 # -- captures taken in the wrong place -------------------------------------------------
 def test_frames_longer_than_the_mtu_warn_once_and_count(tmp_path):
-    big = [tcp4_frame(100 + i * 9000, 9000, ipid=i) for i in range(3)]
+    """TSO super-packets of a sending host: each of its own length (9000, 18000 and 27000 bytes of payload)."""
+    big = [tcp4_frame(100 + i * 9000, 9000 * (i + 1), ipid=i) for i in range(3)]
     path = tmp_path / "host.pcap"
     path.write_bytes(pcap_bytes(FRAMES[:2] + big))
     r = run_cli("replay", "-q", str(path), "--json", str(tmp_path / "s.json"))
     assert r.returncode == 0, r.stderr
     lines = r.stderr.decode().strip().splitlines()
-    assert lines == ["grotool: warning: 3 frames longer than the link MTU 1500 (first: record 3, 9054 bytes): "
-                     "captured on a host with TSO/GRO, not what a NIC receives; `grotool split` re-segments "
-                     "such a capture"]
+    assert lines == ["grotool: warning: 3 frames longer than the link MTU this capture implies 1500 (first: record 3, "
+                     "9054 bytes): captured on a host with TSO/GRO, not what a NIC receives; `grotool split --mtu "
+                     "1500` re-segments such a capture"]
     doc = json.loads((tmp_path / "s.json").read_text())
     assert doc["input"]["frames_over_mtu"] == 3 and doc["input"]["mtu"] == 1500
-    r = run_cli("replay", "-q", "--mtu", "9040", str(path))       # 9054 bytes - 14 of Ethernet header
+    assert doc["input"]["mtu_from"] == "capture"
+    r = run_cli("replay", "-q", "--mtu", "18040", str(path))      # 18054 bytes - 14 of Ethernet header
+    assert r.returncode == 0
+    assert r.stderr.decode().strip().splitlines() == [
+        "grotool: warning: 1 frames longer than the link MTU 18040 (first: record 5, 27054 bytes): captured on a "
+        "host with TSO/GRO, not what a NIC receives; `grotool split --mtu 18040` re-segments such a capture"]
+    r = run_cli("replay", "-q", "--mtu", "27040", str(path))
     assert r.returncode == 0 and r.stderr == b""
 
 
@@ -388,3 +394,120 @@ def test_pcapng_block_claiming_60_mib_is_never_allocated(tmp_path, compressed):
     assert result.frames == 9
     assert result.truncation["record"] == 10 and result.truncation["offset"] == last
     assert peak < 8 << 20, peak
+
+
+# -- issue 32: a truncated gzip capture reads as far as a truncated plain one ---------------
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
+@pytest.mark.parametrize("cut", ["inside a record", "before the trailer"])
+def test_truncated_gzip_file_processes_its_complete_records_and_exits_6(tmp_path, fmt, cut):
+    import zlib
+
+    frames = [tcp4_frame(100 + i * 1000, 1000, ipid=i) for i in range(300)]
+    plain = pcap_bytes(frames) if fmt == "pcap" else pcapng_bytes([(0, fr) for fr in frames])
+    packed = gzip.compress(plain)
+    if cut == "before the trailer":
+        kept = packed[:-6]                      # the CRC and size trailer lost: every record is there
+        complete = 300
+    else:
+        kept = packed[:len(packed) // 2]
+        available = len(zlib.decompressobj(31).decompress(kept))  # the bytes decompressed before the cut
+        header = 24 if fmt == "pcap" else len(pcapng_bytes([]))
+        record = (len(plain) - header) // 300                       # every record is as long
+        complete = (available - header) // record
+    path = tmp_path / f"cut.{fmt}.gz"
+    path.write_bytes(kept)
+    r = run_cli("replay", "-q", "--device", "veth", str(path), "--json", "-")
+    assert r.returncode == 6, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["totals"]["packets_in"] == complete and 0 < complete <= 300
+    assert doc["input"]["truncated"]["record"] == complete + 1
+    stderr = r.stderr.decode()
+    assert "near byte offset 0" not in stderr and "cut short" in stderr and len(stderr.splitlines()) == 1
+    if cut == "before the trailer":
+        assert doc["input"]["truncated"]["detail"] == "the gzip stream ends without its end marker"
+
+
+def test_gzip_members_concatenated_and_zero_padding_are_read_whole(tmp_path):
+    data = pcap_bytes(FRAMES)
+    path = tmp_path / "two.pcap.gz"
+    path.write_bytes(gzip.compress(data[:500]) + gzip.compress(data[500:]) + b"\0" * 512)
+    linktype, records = read_capture(str(path))
+    assert [d for _, d, _ in records] == FRAMES
+
+
+def test_corrupt_gzip_data_is_one_line_exit_3(tmp_path):
+    packed = bytearray(gzip.compress(pcap_bytes(FRAMES * 20)))
+    packed[200:260] = b"\xff" * 60
+    path = tmp_path / "bad.pcap.gz"
+    path.write_bytes(bytes(packed))
+    r = run_cli("replay", "-q", str(path))
+    assert r.returncode == 3 and len(r.stderr.decode().splitlines()) == 1 and b"Traceback" not in r.stderr
+
+
+# -- issue 32: an invalid timestamp does not refuse a capture tcpdump reads -----------------
+def pcap_with_fractions(fractions, nanosecond=False):
+    magic = 0xA1B23C4D if nanosecond else 0xA1B2C3D4
+    out = [struct.pack("<IHHiIII", magic, 2, 4, 0, 0, 65535, 1)]
+    for fr, fraction in zip(FRAMES, fractions):
+        out.append(struct.pack("<IIII", 1700000000, fraction, len(fr), len(fr)) + fr)
+    return b"".join(out)
+
+
+@pytest.mark.parametrize("nanosecond", [False, True])
+def test_invalid_timestamp_fraction_takes_the_previous_records_timestamp(tmp_path, nanosecond):
+    unit = 1 if nanosecond else 1000
+    limit = 10**9 // unit
+    fractions = [10, 20, limit, 30, 2**31, 40]
+    path = tmp_path / "t.pcap"
+    path.write_bytes(pcap_with_fractions(fractions, nanosecond))
+    with CaptureReader(str(path)) as reader:
+        stamps = [ts for ts, _, _ in reader]
+        assert reader.invalid_timestamps == 2
+        assert reader.first_invalid_timestamp == {
+            "record": 3, "offset": 24 + 2 * (16 + 1054),
+            "detail": f"timestamp fraction {limit} is not below one second"}
+    base = 1700000000 * 10**9
+    assert stamps == [base + 10 * unit, base + 20 * unit, base + 20 * unit, base + 30 * unit, base + 30 * unit,
+                      base + 40 * unit]
+    r = run_cli("replay", "-q", str(path), "--json", "-")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.decode().splitlines() == [
+        f"grotool: warning: {path}: 2 records with an invalid timestamp (first: record 3 at byte offset 2164, "
+        f"timestamp fraction {limit} is not below one second) read with the previous record's timestamp"]
+    doc = json.loads(r.stdout)
+    assert doc["totals"]["packets_in"] == 6 and doc["input"]["invalid_timestamps"] == 2
+
+
+def test_invalid_first_timestamp_takes_its_whole_seconds(tmp_path):
+    path = tmp_path / "t.pcap"
+    path.write_bytes(pcap_with_fractions([2**31, 5]))
+    with CaptureReader(str(path)) as reader:
+        assert [ts for ts, _, _ in reader] == [1700000000 * 10**9, 1700000000 * 10**9 + 5000]
+
+
+def test_pcapng_timestamp_out_of_range_takes_the_previous_one(tmp_path):
+    good = pcapng_bytes([(0, FRAMES[0])])
+    ts_bad = 2**63                                       # ns: beyond 2116
+    bad_block = pcapng_block(6, struct.pack("<IIIII", 0, ts_bad >> 32, ts_bad & 0xFFFFFFFF, len(FRAMES[1]),
+                                            len(FRAMES[1])) + FRAMES[1])
+    path = tmp_path / "t.pcapng"
+    path.write_bytes(good + bad_block)
+    with CaptureReader(str(path)) as reader:
+        stamps = [ts for ts, _, _ in reader]
+        assert reader.invalid_timestamps == 1 and reader.first_invalid_timestamp["record"] == 2
+    assert stamps == [1700000000 * 10**9, 1700000000 * 10**9]
+    r = run_cli("replay", "-q", str(path))
+    assert r.returncode == 0 and "1 record with an invalid timestamp (first: record 2" in r.stderr.decode()
+
+
+def test_split_reads_an_invalid_timestamp_and_says_so(tmp_path):
+    path = tmp_path / "t.pcap"
+    path.write_bytes(pcap_with_fractions([10, 2**31, 30]))
+    r = run_cli("split", "-q", str(path), str(tmp_path / "out.pcap"))
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.decode().splitlines() == [
+        f"grotool: warning: {path}: 1 record with an invalid timestamp (first: record 2 at byte offset 1094, "
+        "timestamp fraction 2147483648 is not below one second) read with the previous record's timestamp"]
+    base = 1700000000 * 10**9
+    assert [ts for ts, _, _ in read_capture(str(tmp_path / "out.pcap"))[1]] == [base + 10_000, base + 10_000,
+                                                                                base + 30_000]

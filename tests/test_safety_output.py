@@ -475,3 +475,43 @@ def test_write_behind_passes_on_an_unexpected_error_and_removes_the_temporary(tm
             out.writev([b"more"])
         out.commit()
     assert not dest.exists() and debris(tmp_path) == [] and _behind_threads() == []
+
+
+@pytest.mark.parametrize("name, magic", [("o.pcap.gz", PCAP_NS_MAGIC), ("o.pcapng.gz", b"\x0a\x0d\x0d\x0a"),
+                                         ("O.PCAP.GZ", PCAP_NS_MAGIC)])
+def test_gz_output_is_gzip_written_atomically(tmp_path, name, magic):
+    """issue 32: an output named *.pcap.gz or *.pcapng.gz was written uncompressed."""
+    import gzip
+
+    plain = tmp_path / "plain.pcapng" if "pcapng" in name.lower() else tmp_path / "plain.pcap"
+    r = run_cli("replay", "-q", str(BULK), str(plain))
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / name
+    r = run_cli("replay", "-q", str(BULK), str(out), "--json", str(tmp_path / "doc.json.gz"))
+    assert r.returncode == 0, r.stderr
+    raw = out.read_bytes()
+    assert raw[:2] == b"\x1f\x8b"
+    unpacked = gzip.decompress(raw)
+    assert unpacked[:4] == magic
+    if magic == PCAP_NS_MAGIC:
+        assert unpacked == plain.read_bytes()
+    import json
+
+    assert json.loads(gzip.decompress((tmp_path / "doc.json.gz").read_bytes()))["totals"]["packets_in"] == 400
+    assert debris(tmp_path) == []
+    # grotool reads what it wrote
+    r = run_cli("replay", "-q", str(out), "--json", "-")
+    assert r.returncode == 0 and json.loads(r.stdout)["input"]["format"] == magic_format(magic)
+
+
+def magic_format(magic):
+    return "pcap" if magic == PCAP_NS_MAGIC else "pcapng"
+
+
+def test_gz_output_of_split_is_gzip(tmp_path):
+    import gzip
+
+    out = tmp_path / "split.pcap.gz"
+    r = run_cli("split", "-q", str(BULK), str(out))
+    assert r.returncode == 0, r.stderr
+    assert gzip.decompress(out.read_bytes())[:4] == PCAP_NS_MAGIC

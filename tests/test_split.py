@@ -414,3 +414,43 @@ def test_split_raw_ip_and_sll2_captures(tmp_path):
     assert linktype == 276 and [len(r[1]) for r in records] == [20 + 1540, 20 + 1540]
     assert all(r[1][:20] == sll2 for r in records)
     assert all(tcp_checksum_valid(r[1][20:], parse(r[1][20:], link="raw")) for r in records)
+
+
+def _tshark_export(n):
+    """What `tshark -T json` writes: a list with one object per packet, no grotool schema."""
+    return json.dumps([{"_index": "packets-2026-12-07", "_type": "doc", "_score": None,
+                        "_source": {"layers": {"frame": {"frame.number": str(i + 1)}}}} for i in range(n)])
+
+
+@pytest.mark.parametrize("count", [1, 5])     # as many entries as records (split nothing), or fewer (exit 3)
+def test_split_ignores_a_tshark_export_beside_the_capture(tmp_path, count):
+    src = tmp_path / "one.pcap"
+    _write(src, [tcp_frame(3000, tcp_csum="seed")])
+    (tmp_path / "one.json").write_text(_tshark_export(count))
+    r = _run("split", src, tmp_path / "out.pcap", "--json", tmp_path / "s.json")
+    assert r.exit_code == 0, r.output
+    warnings = [line for line in r.output.splitlines() if "warning" in line]
+    assert warnings == [f"grotool: warning: ignored {tmp_path / 'one.json'} beside {src}: no grotool schema, "
+                        "not a per-packet sidecar (grotool.kernel/1 or grotool.packets/1); name it with --segs "
+                        "to use it anyway"]
+    counts = json.loads((tmp_path / "s.json").read_text())
+    assert counts["sidecar"] is None and counts["super_packets"] == 1 and counts["frames_out"] == 3
+    assert counts["gso_size_from"] == {"mtu": 1}
+
+
+def test_split_finds_replay_packets_lines_beside_the_capture(tmp_path):
+    """`replay --packets` lines declare grotool.packets/1, so they are found without --segs."""
+    flow = Flow(sport=1000)
+    frames = [flow.seg(1448) for _ in range(6)]
+    src = tmp_path / "in.pcap"
+    _write(src, frames)
+    out = tmp_path / "gro.pcap"
+    r = _run("replay", "-q", "--device", "veth", src, out, "--packets", tmp_path / "gro.jsonl")
+    assert r.exit_code == 0, r.output
+    assert all(json.loads(line)["schema"] == "grotool.packets/1"
+               for line in (tmp_path / "gro.jsonl").read_text().splitlines())
+    r = _run("split", out, tmp_path / "back.pcap", "--json", tmp_path / "s.json")
+    assert r.exit_code == 0 and "warning" not in r.output, r.output
+    counts = json.loads((tmp_path / "s.json").read_text())
+    assert counts["sidecar"] == str(tmp_path / "gro.jsonl") and counts["frames_out"] == 6
+    assert [rec[1] for rec in read_capture(str(tmp_path / "back.pcap"))[1]] == frames

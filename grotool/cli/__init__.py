@@ -37,10 +37,11 @@ Exit codes:
   2    usage error
   3    unreadable, corrupt or unsupported input
   4    environment: missing privilege or tool, unreliable kernel run
-  5    an output could not be written (directory, permission, disk full);
-       no partial file is left behind
-  6    replay: the input's last record was cut short; every complete
-       record was processed and the outputs written
+  5    an output could not be written (directory, permission, disk full)
+       or is an input file (same file, symlink or hard link: refused before
+       reading); no partial file is left behind
+  6    replay: the input's last record was cut short (plain or gzip);
+       every complete record was processed and the outputs written
   128+N  stopped by signal N (130 SIGINT, 129 SIGHUP, 143 SIGTERM);
        temporary files removed
   141  the reader of standard output went away (broken pipe)"""
@@ -164,11 +165,12 @@ def _write_json(doc: dict, target: str) -> None:
     write_json(doc, target, what="--json")
 
 
-def _check_outputs(**outputs) -> None:
-    """Every output path is checked before the first input frame is read."""
+def _check_outputs(inputs=(), **outputs) -> None:
+    """Every output path is checked before the first input frame is read; none
+    may be one of ``inputs`` (the same file: exit 5)."""
     from ..io.safe_output import check_outputs
 
-    check_outputs(list(outputs.values()), list(outputs.keys()))
+    check_outputs(list(outputs.values()), list(outputs.keys()), inputs)
 
 
 def _parse_rss_key(_ctx, _param, value):
@@ -277,8 +279,9 @@ from .hostopts import host_options, host_settings, kernel_option, layout_option 
 @click.option("--json", "json_path", metavar="FILE", default=None, help="Write the statistics document ('-': stdout).")
 @click.option("--packets", "packets_path", metavar="FILE", default=None,
               help="Write one JSON line per delivered packet: segments, gso_size, reason, input frames covered.")
-@click.option("--mtu", type=click.IntRange(68, 1 << 20), default=1500, show_default=True,
-              help="Link MTU: longer input frames (a host capture with TSO/GRO) are counted and warned about.")
+@click.option("--mtu", type=click.IntRange(68, 1 << 20), default=None,
+              help="Link MTU: frames whose packet is longer (a host capture with TSO/GRO) are counted and warned "
+                   "about [default: the MTU the capture implies, at least 1500; docs/mtu.md].")
 @click.option("--top", type=click.IntRange(0, 1 << 30), default=20, show_default=True, help="Flows shown in the table.")
 @click.option("--format", "output_format", type=click.Choice(["pcap", "pcapng"]), default=None,
               help="OUTPUT format (default: pcapng for a name ending in .pcapng, else pcap). pcapng carries a "
@@ -314,8 +317,8 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
                         kernel=host.pop("kernel"), **host_settings(host))
     if output_path == "-" and json_path == "-":
         raise click.UsageError("OUTPUT and --json cannot both be standard output")
-    _check_outputs(**{"output capture": output_path, "--json": json_path, "--packets": packets_path,
-                      "--plot": plot_path})
+    _check_outputs([input_path], **{"output capture": output_path, "--json": json_path,
+                                     "--packets": packets_path, "--plot": plot_path})
     from .extras import replay_extras
 
     with replay_extras(input_path, settings, plot_path, quiet) as extras:
@@ -331,12 +334,14 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
         )
     if result.over_mtu:
         record, length = result.first_over_mtu
+        implied = "" if mtu is not None else " this capture implies"
         click.echo(
-            f"grotool: warning: {result.over_mtu} frames longer than the link MTU {mtu} (first: record {record}, "
-            f"{length} bytes): captured on a host with TSO/GRO, not what a NIC receives; "
-            "`grotool split` re-segments such a capture",
+            f"grotool: warning: {result.over_mtu} frames longer than the link MTU{implied} {result.mtu} (first: "
+            f"record {record}, {length} bytes): captured on a host with TSO/GRO, not what a NIC receives; "
+            f"`grotool split --mtu {result.mtu}` re-segments such a capture",
             err=True,
         )
+    _warn_invalid_timestamps(result.input_info)
     hint = host_hint(settings, st)
     if hint:
         click.echo(f"grotool: {hint}", err=True)
@@ -357,6 +362,17 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
         sys.exit(EXIT_INPUT_TRUNCATED)
 
 
+def _warn_invalid_timestamps(input_info: dict) -> None:
+    """One warning line for records read with the previous record's timestamp."""
+    count = input_info.get("invalid_timestamps")
+    if not count:
+        return
+    first = input_info["first_invalid_timestamp"]
+    click.echo(f"grotool: warning: {input_info['path']}: {count} record{'s' if count > 1 else ''} with an invalid "
+               f"timestamp (first: record {first['record']} at byte offset {first['offset']}, {first['detail']}) "
+               "read with the previous record's timestamp", err=True)
+
+
 def _report_verify(outcome) -> None:
     """replay --verify: one line on standard error; exit 1 on a difference."""
     from ..errors import EXIT_DIFFERENT
@@ -374,20 +390,35 @@ def _report_verify(outcome) -> None:
 @click.option("--markdown", is_flag=True, help="As the Markdown table of docs/reasons.md.")
 def reasons(as_json, markdown):
     """List the flush-reason vocabulary."""
-    from ..engine.reasons import REASONS
+    from ..engine.reasons import EFFECTS, REASONS
 
     if markdown:
         click.echo("| reason | effect | kernel function | meaning |\n|---|---|---|---|")
         for name, (eff, fn, desc) in REASONS.items():
             click.echo(f"| `{name}` | {eff} | {fn} | {desc} |")
+        click.echo("\nEffect codes: what happens to the packets involved.\n\n| effect | meaning |\n|---|---|")
+        for code, meaning in EFFECTS.items():
+            click.echo(f"| {code} | {meaning} |")
         return
     if as_json:
         import json
 
-        click.echo(json.dumps({k: {"effect": e, "kernel": f, "meaning": d} for k, (e, f, d) in REASONS.items()},
-                              indent=2))
+        click.echo(json.dumps({k: {"effect": e, "effect_meaning": EFFECTS[e], "kernel": f, "meaning": d}
+                               for k, (e, f, d) in REASONS.items()}, indent=2))
         return
-    make_console().print(reasons_table())
+    console = make_console()
+    console.print(reasons_table())
+    console.print(effects_text())
+
+
+def effects_text():
+    """The effect codes of the reasons table, explained (plain lines under it)."""
+    from rich.text import Text
+
+    from ..engine.reasons import EFFECTS
+
+    lines = ["Effect codes:"] + [f"  {code:<3} {meaning}" for code, meaning in EFFECTS.items()]
+    return Text("\n".join(lines))
 
 
 def reasons_table() -> Table:
@@ -440,7 +471,7 @@ def compare(path_a, path_b, kernels, device, require_order, sidecar_a, sidecar_b
         return
     if path_b is None:
         raise click.UsageError("compare takes two captures, or one capture with --kernel A --kernel B")
-    _check_outputs(**{"--json": json_path})
+    _check_outputs([path_a, path_b, sidecar_a, sidecar_b], **{"--json": json_path})
     result = compare_captures(path_a, path_b, require_order=require_order, sidecar_a=sidecar_a,
                               sidecar_b=sidecar_b, auto_sidecar=not no_sidecar)
     if json_path:
@@ -464,7 +495,7 @@ def _compare_kernels(path, extra, kernels, device, host, require_order, json_pat
             cached_profile(kernel)
         except ValueError as exc:
             raise click.UsageError(f"--kernel: {exc}") from None
-    _check_outputs(**{"--json": json_path})
+    _check_outputs([path], **{"--json": json_path})
     settings = Settings(device=device, **host_settings(host))
     comparison = compare_kernels(path, kernels[0], kernels[1], settings, require_order=require_order)
     if json_path:
@@ -541,7 +572,7 @@ def kernel(input_path, output_path, json_path, csum, udp_gro_forwarding, rx_gro_
 
     if output_path == "-" and json_path == "-":
         raise click.UsageError("OUTPUT and --json cannot both be standard output")
-    _check_outputs(**{"output capture": output_path, "--json": json_path})
+    _check_outputs([input_path], **{"output capture": output_path, "--json": json_path})
     if udp_gro is not None:
         click.echo("grotool: warning: --udp-gro is deprecated: use --udp-gro-forwarding (forward) or "
                    "--rx-gro-list (fraglist)", err=True)
@@ -582,24 +613,35 @@ def kernel(input_path, output_path, json_path, csum, udp_gro_forwarding, rx_gro_
               help="Per-packet sidecar of INPUT (replay --packets JSON lines, or kernel --json): which records "
                    "are super-packets, their gso_size and gso_type.")
 @click.option("--no-sidecar", is_flag=True, help="Do not look for a sidecar next to INPUT.")
+@click.option("--mtu", type=click.IntRange(68, 1 << 20), default=None,
+              help="Without a sidecar: the link MTU; a frame whose packet is longer is a super-packet "
+                   "[default: the MTU the capture implies, at least 1500; docs/mtu.md].")
 @click.option("--json", "json_path", metavar="FILE", default=None, help="Write the split counts as JSON ('-': stdout).")
 @click.option("--quiet", "-q", is_flag=True, help="No summary line.")
 @user_errors
-def split(input_path, output_path, mss, segs_path, no_sidecar, json_path, quiet):
+def split(input_path, output_path, mss, segs_path, no_sidecar, mtu, json_path, quiet):
     """Re-segment the super-packets of INPUT as Linux GSO would (TCP, UDP GSO,
     fraglist, IP-in-IP, GRE, VXLAN, GENEVE) and write every frame to OUTPUT
     (pcap, '-' for stdout; without OUTPUT only the counts are reported).
 
     A frame is a super-packet when the sidecar says it covers 2+ segments, or,
-    without a sidecar, when it is longer than the link MTU (1500 + link header).
-    Other frames pass through unchanged."""
+    without a sidecar, when its packet (the innermost IP packet: link header,
+    VLAN tags and tunnel headers counted off) is longer than the link MTU
+    (--mtu, else the MTU the capture implies).  Other frames pass through
+    unchanged."""
     from ..split import split_capture
 
     if output_path == "-" and json_path == "-":
         raise click.UsageError("OUTPUT and --json cannot both be standard output")
-    result = split_capture(input_path, output_path, mss=mss, segs_path=segs_path, auto_sidecar=not no_sidecar)
+    _check_outputs([input_path, segs_path], **{"output capture": output_path, "--json": json_path})
+    result = split_capture(input_path, output_path, mss=mss, segs_path=segs_path, auto_sidecar=not no_sidecar,
+                           mtu=mtu)
     if json_path:
         _write_json({"schema": "grotool.split/1", **result.as_dict()}, json_path)
+    for note in result.ignored:
+        click.echo(f"grotool: warning: {note}", err=True)
+    _warn_invalid_timestamps({"path": input_path, "invalid_timestamps": result.invalid_timestamps,
+                              "first_invalid_timestamp": result.first_invalid_timestamp})
     for reason, n in sorted(result.not_segmentable.items()):
         click.echo(f"grotool: warning: {n} super-packets not split (written unchanged): {reason}", err=True)
     if not quiet:

@@ -67,6 +67,13 @@ def check(ctx, paths, update, from_kernel, junit_path, max_differences, quiet, j
         if problem:
             raise click.UsageError(problem)
     targets = find_targets(paths)
+    if update:
+        # a golden that is its capture (x.gro a link to x.pcap) would be written over it
+        from ..io.safe_output import check_outputs
+
+        with_capture = [t for t in targets if t.capture and not t.problem]
+        check_outputs([t.golden for t in with_capture], ["golden"] * len(with_capture),
+                      [t.capture for t in with_capture])
     from rich.console import Console
 
     console = Console(highlight=False)
@@ -149,7 +156,9 @@ def _render(console: Console, results, max_differences: int, describe_difference
             continue
         console.print(Text(f"{r.capture}: {r.status} against {r.golden} (origin {r.origin})", style="bold"), soft_wrap=True)
         if r.message:
-            console.print(f"  {r.message}")
+            console.print(Text(f"  {r.message}"), soft_wrap=True)
+        if r.cause:
+            console.print(Text(f"  {r.cause}"), soft_wrap=True)
         for d in r.differences[:max_differences]:
             for line in describe_difference(r.capture, d, r.settings_args):
                 console.print(Text("  " + line), soft_wrap=True)

@@ -70,8 +70,8 @@ def settings_summary(settings) -> str:
               help="Write the events as JSON Lines, schema grotool.events/1 (docs/events.md); '-': stdout "
                    "instead of the text.")
 @replay_settings_options
-@click.option("--mtu", type=click.IntRange(68, 1 << 20), default=1500, show_default=True,
-              help="Link MTU (as replay).")
+@click.option("--mtu", type=click.IntRange(68, 1 << 20), default=None,
+              help="Link MTU (as replay) [default: the MTU the capture implies, at least 1500].")
 @click.pass_context
 @user_errors
 def explain(ctx, input_path, frame_range, flow_filter, reason_name, jsonl_path, mtu, **options):
@@ -102,7 +102,7 @@ def explain(ctx, input_path, frame_range, flow_filter, reason_name, jsonl_path, 
             flow = FlowFilter(flow_filter)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--flow") from None
-    check_outputs([jsonl_path], ["--jsonl"])
+    check_outputs([jsonl_path], ["--jsonl"], [input_path])
 
     kept: List = []
     if frames is None:

@@ -23,9 +23,10 @@ def replay_extras(input_path: str, settings, plot_path: Optional[str], quiet: bo
     extras = ReplayExtras()
     collector = None
     if plot_path:
-        from ..report.plot import PlotCollector, require_matplotlib
+        from ..report.plot import PlotCollector, check_plot_path, require_matplotlib
 
         require_matplotlib()
+        check_plot_path(plot_path)             # a bad path or format: exit 5 before the replay
         collector = PlotCollector()
         extras.observers.append(collector)
     bar = ProgressBar(progress_wanted(quiet), input_size(input_path), description)

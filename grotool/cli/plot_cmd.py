@@ -26,7 +26,10 @@ def plot(input_path, output_path, title, quiet, **options):
     from .extras import replay_extras
     from ..replay import replay as run_replay
 
+    from . import _check_outputs
+
     settings: Settings = settings_from_options(options)
+    _check_outputs([input_path], **{"the plot": output_path})   # before the replay: exit 5
     with replay_extras(input_path, settings, output_path, quiet, description="plot") as extras:
         if title:
             extras.title = title

@@ -120,11 +120,12 @@ def sweep(ctx, paths, sets, jobs, scheduler, json_path, plot_path, quiet, **opti
         runs = len(combinations(base, axes, explicit_ipv4)) * len(paths)
     except ValueError as exc:
         _usage_error(f"--set: a combination is not a valid setting: {exc}")
-    _check_outputs(**{"--json": json_path, "--plot": plot_path})
+    _check_outputs(paths, **{"--json": json_path, "--plot": plot_path})
     if plot_path:
-        from ..report.plot import require_matplotlib
+        from ..report.plot import check_plot_path, require_matplotlib
 
         require_matplotlib()
+        check_plot_path(plot_path)
     # completed runs out of captures x settings, counted here from the executor's futures
     bar = RunsBar(progress_wanted(quiet), runs)
     try:

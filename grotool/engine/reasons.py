@@ -11,6 +11,18 @@ P = the matching held packet is completed; PS = both; M = merged, then the
 held packet is completed; L = list or poll level.
 """
 
+# What each effect code says happens to the packets involved (`grotool reasons`,
+# docs/reasons.md): the public meaning of the second field of REASONS.
+EFFECTS = {
+    "S": "the arriving packet is sent up alone, never held; held packets stay held",
+    "P": "the held packet of the same flow is completed (sent up); the arriving packet is held in its place",
+    "PS": "both: the held packet of the same flow is completed and the arriving packet is sent up alone",
+    "M": "the arriving packet is merged into the held one, which is then completed at once "
+         "(with no held packet: sent up alone)",
+    "L": "decided at list or poll level (bucket full, end of a poll, budget, timer, end of capture), "
+         "not by a packet's headers: held packets are completed",
+}
+
 # name -> (effect, kernel function, description)
 REASONS = {
     # dev_gro_receive / L2

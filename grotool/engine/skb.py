@@ -434,13 +434,14 @@ class Stats:
         "normal_batches",       # gro_normal_list hand-overs to the stack
         # host-state hints: traffic a host option would have changed
         "udp_no_gro_path",      # destination port -> datagrams
+        "udp_tunnel_payloads",  # of those ports, the ones whose first datagram held "vxlan" or "geneve"
         "tcp_fraglist_assumed",  # TCP segments taken as forwarded (rx-gro-list, no --local-tcp for them)
     )
 
     def __init__(self, frames: int = 0, csum_offloaded: int = 0, csum_verified: int = 0, csum_bad: int = 0,
                  ip_csum_bad: int = 0, polls: int = 0, irqs: int = 0, timer_polls: int = 0,
                  normal_batches: int = 0, udp_no_gro_path: Optional[Dict[int, int]] = None,
-                 tcp_fraglist_assumed: int = 0):
+                 tcp_fraglist_assumed: int = 0, udp_tunnel_payloads: Optional[Dict[int, str]] = None):
         self.frames = frames
         self.csum_offloaded = csum_offloaded
         self.csum_verified = csum_verified
@@ -452,6 +453,7 @@ class Stats:
         self.normal_batches = normal_batches
         self.udp_no_gro_path = {} if udp_no_gro_path is None else udp_no_gro_path
         self.tcp_fraglist_assumed = tcp_fraglist_assumed
+        self.udp_tunnel_payloads = {} if udp_tunnel_payloads is None else udp_tunnel_payloads
 
     def __eq__(self, other):
         return _slots_equal(Stats, self, other)

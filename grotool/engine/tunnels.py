@@ -174,6 +174,30 @@ def geneve_gro_complete(gro, p, header, gso_type, nhoff):
 
 
 # -- inner Ethernet: eth_gro_receive / eth_gro_complete (net/ethernet/eth.c) -----
+# inner ethertypes a tunnel's inner Ethernet header plausibly carries
+_INNER_ETHERTYPES = (0x0800, 0x86DD, 0x8100, 0x88A8, 0x0806)
+
+
+def udp_tunnel_payload(data, at) -> str:
+    """"vxlan" or "geneve" when the UDP payload at ``at`` starts with that
+    tunnel's header (VXLAN: the I flag; GENEVE: version 0, protocol
+    Transparent Ethernet Bridging) and an inner Ethernet header; "" otherwise.
+    Not a GRO rule: it tells a datagram with no GRO path that a VXLAN or
+    GENEVE device on its port would have taken (the replay's hint names it)."""
+    n = len(data)
+    if n < at + 8 + 14:
+        return ""
+    if data[at] & 0x08 and not (data[at + 1] | data[at + 2] | data[at + 3] | data[at + 7]):
+        kind, inner = "vxlan", at + 8
+    elif data[at] >> 6 == 0 and (data[at + 2] << 8 | data[at + 3]) == ETH_P_TEB:
+        kind, inner = "geneve", at + _geneve_hlen(data, at)
+    else:
+        return ""
+    if n < inner + 14 or (data[inner + 12] << 8 | data[inner + 13]) not in _INNER_ETHERTYPES:
+        return ""
+    return kind
+
+
 def eth_gro_receive(bucket, skb, gro):
     """eth_gro_receive: the inner Ethernet header (addresses and type, as
     compare_ether_header) is part of the flow identity."""

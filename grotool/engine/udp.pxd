@@ -14,7 +14,7 @@ cdef Py_ssize_t UDP_GRO_CNT_MAX
 cpdef _receive(Bucket bucket, Skb skb, GroNode gro, pseudo)
 cpdef udp4_gro_receive(Bucket bucket, Skb skb, GroNode gro)
 cpdef udp6_gro_receive(Bucket bucket, Skb skb, GroNode gro)
-@cython.locals(off=Py_ssize_t, data=bytes, dport=long, ports=dict)
+@cython.locals(off=Py_ssize_t, data=bytes, dport=long, ports=dict, kind=str)
 cpdef udp_gro_receive(Bucket bucket, Skb skb, GroNode gro, sk, long check, bint unverified)
 @cython.locals(data=bytes, off=Py_ssize_t, ulen=Py_ssize_t, key=bytes, p=Skb, first_len=Py_ssize_t)
 cpdef udp_gro_receive_segment(Bucket bucket, Skb skb, GroNode gro, long check)

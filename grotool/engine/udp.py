@@ -17,7 +17,8 @@ from .hoststate import GENEVE_SOCKET, UDP_GRO_SOCKET, VXLAN_SOCKET
 from .network import gro_receive_network_flush
 from .offloads import enter_layer
 from .skb import extend_key, settled_key
-from .tunnels import ETH_P_TEB, geneve_gro_complete, geneve_gro_receive, vxlan_gro_complete, vxlan_gro_receive
+from .tunnels import (ETH_P_TEB, geneve_gro_complete, geneve_gro_receive, udp_tunnel_payload, vxlan_gro_complete,
+                      vxlan_gro_receive)
 from .tcp import checksum_verified, full_l4_checksum, lco_valid, pseudo4, pseudo6, validate_l4
 
 UDP_GRO_CNT_MAX = 64                 # udp_offload.c
@@ -101,8 +102,14 @@ def udp_gro_receive(bucket, skb, gro, sk, check, unverified):
         if skb.flush is None:
             ports = gro.stats.udp_no_gro_path
             dport = (data[off + 2] << 8) | data[off + 3]
-            if dport in ports or len(ports) < 4096:
-                ports[dport] = ports.get(dport, 0) + 1
+            if dport in ports:
+                ports[dport] += 1
+            elif len(ports) < 4096:
+                ports[dport] = 1
+                # the first datagram to a port: a VXLAN/GENEVE device there would have taken it?
+                kind = udp_tunnel_payload(data, off + 8)
+                if kind:
+                    gro.stats.udp_tunnel_payloads[dport] = kind
             skb.flush = "udp_no_gro_path"
         # nothing is compared, but the socket lookup read the port pair: with it
         # the delivery carries a full flow identity (statistics name the flow once)

@@ -17,7 +17,7 @@ cdef class _PcapRecords(_Records):
     cdef object reader, stream, name, unpack_header
     cdef long long w0, w1, w2, w3
     cdef bytes buf, spare
-    cdef long long fraction_ns
+    cdef long long fraction_ns, fraction_limit
     cdef Py_ssize_t max_caplen, file_size, pos, end, offset, spare_pos
     cdef bint eof, done, in_place
     cdef public Py_ssize_t index

@@ -99,6 +99,75 @@ class _PeekStream:
         return True
 
 
+class _GunzipStream:
+    """The decompressed bytes of a gzip stream (members may be concatenated),
+    read as a file.  A stream cut short (no end-of-stream marker) gives every
+    byte decompressed before the cut and then ends, with ``cut`` set, so a
+    truncated capture.pcap.gz is read as far as a truncated capture.pcap is
+    (gzip.GzipFile raises instead and loses what its last read had
+    decompressed).  Corrupt compressed data raises zlib.error."""
+
+    INPUT_CHUNK = 64 << 10
+    OUTPUT_LIMIT = 256 << 10              # decompressed bytes per step: memory stays bounded
+
+    def __init__(self, raw):
+        self.raw = raw
+        self.cut = False                  # the compressed stream ended inside a member
+        self._decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self._input = b""
+        self._in_member = False
+        self._ended = False
+        self._pending = b""
+
+    def _step(self) -> bytes:
+        """Some decompressed bytes; b"" at the end."""
+        while not self._ended:
+            if not self._input:
+                self._input = self.raw.read(self.INPUT_CHUNK)
+                if not self._input:
+                    self.cut = self._in_member
+                    self._ended = True
+                    break
+            d = self._decompressor
+            if d.eof:
+                if not self._input.strip(b"\0"):
+                    self._input = b""             # zero padding after the last member
+                    continue
+                d = self._decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)   # the next member
+            self._in_member = True
+            out = d.decompress(self._input, self.OUTPUT_LIMIT)
+            if d.eof:
+                self._input = d.unused_data
+                self._in_member = False
+            else:
+                self._input = d.unconsumed_tail
+            if out:
+                return out
+        return b""
+
+    def read(self, n: int = -1) -> bytes:
+        parts = [self._pending]
+        have = len(self._pending)
+        while n < 0 or have < n:
+            more = self._step()
+            if not more:
+                break
+            parts.append(more)
+            have += len(more)
+        data = b"".join(parts)
+        if n < 0 or len(data) <= n:
+            self._pending = b""
+            return data
+        self._pending = data[n:]
+        return data[:n]
+
+    def readable(self) -> bool:
+        return True
+
+
+GZIP_CUT_DETAIL = "the gzip stream ends without its end marker"
+
+
 class _Records:
     """A capture's records one at a time: ``next_data()`` returns the next
     record's data (None at the end) and leaves its timestamp, original length
@@ -166,6 +235,8 @@ class _PcapRecords(_Records):
         self.w0, self.w1, self.w2, self.w3 = (1, 1 << 8, 1 << 16, 1 << 24) if reader._endian == "<" else \
             (1 << 24, 1 << 16, 1 << 8, 1)
         self.fraction_ns = 1 if reader.nanosecond else 1000
+        # a fraction at or above one second is invalid (tcpdump prints it as it is)
+        self.fraction_limit = 1_000_000_000 if reader.nanosecond else 1_000_000
         self.max_caplen = reader._record_limit(reader.snaplen)
         self.file_size = reader.file_size if reader.file_size is not None else -1   # -1: not known
         self.buf = first
@@ -250,6 +321,8 @@ class _PcapRecords(_Records):
         if self.end - pos < 16:
             if self.end - pos:
                 self.cut_short(self.offset + pos, f"record header: {self.end - pos} of 16 bytes")
+            elif self.reader.gzip_cut:
+                self.cut_short(self.offset + pos, GZIP_CUT_DETAIL)
             self.done = True
             return None
         if self.in_place:
@@ -268,12 +341,6 @@ class _PcapRecords(_Records):
                 f"{self.name}: record {self.index + 1} at byte offset {self.offset + pos} is corrupt "
                 f"(caplen {caplen}, more than the {self.max_caplen} bytes a record of this file may hold)"
             )
-        if fraction >= 1_000_000_000:
-            self.done = True
-            raise InputError(
-                f"{self.name}: record {self.index + 1} at byte offset {self.offset + pos} is corrupt "
-                f"(timestamp fraction {fraction} is not below one second)"
-            )
         stop = pos + 16 + caplen
         if stop > self.end:
             at = self.offset + pos
@@ -290,7 +357,13 @@ class _PcapRecords(_Records):
                 return None
         self.index += 1
         self.pos = stop
-        self.ts = sec * 1_000_000_000 + fraction * self.fraction_ns
+        if fraction < self.fraction_limit:
+            self.ts = sec * 1_000_000_000 + fraction * self.fraction_ns
+        else:
+            # the previous record's timestamp (a first record: its whole seconds)
+            self.ts = self.reader._invalid_timestamp(
+                self.index, self.offset + pos, f"timestamp fraction {fraction} is not below one second",
+                self.ts if self.index > 1 else sec * 1_000_000_000)
         self.wirelen = wirelen
         raw = self.buf          # read in place (a C pointer in the compiled build): pos + 16 <= stop <= end
         return raw[pos + 16:stop]
@@ -314,6 +387,9 @@ class CaptureReader:
         self.any_linktype = any_linktype
         self._section_base = 0
         self.truncation: Optional[dict] = None     # {"record", "offset", "detail"} of a cut-short last record
+        self.invalid_timestamps = 0                # records read with the previous record's timestamp
+        self.first_invalid_timestamp: Optional[dict] = None   # {"record", "offset", "detail"} of the first
+        self._last_ts = 0                          # pcapng: the last valid timestamp
         self.interfaces: list = []                 # pcapng: one dict per interface description block
         raw = _open_binary(path)
         self._owned = raw if path != "-" else None
@@ -326,9 +402,11 @@ class CaptureReader:
         except (OSError, ValueError, AttributeError):
             pass
         stream = _PeekStream(raw)
+        self._gunzip: Optional[_GunzipStream] = None
         if stream.peek(2) == b"\x1f\x8b":
             self.file_size = None
-            stream = _PeekStream(gzip.GzipFile(fileobj=stream, mode="rb"))  # type: ignore[arg-type]
+            self._gunzip = _GunzipStream(stream)
+            stream = _PeekStream(self._gunzip)  # type: ignore[arg-type]
         self._stream = stream
         self._buf = b""
         self._pos = 0          # read position inside _buf
@@ -451,6 +529,8 @@ class CaptureReader:
             rest = len(self._buf) - self._pos
             if rest:
                 self._truncated(self.records_read + 1, self.offset(), f"block header: {rest} of 8 bytes")
+            elif self.gzip_cut:
+                self._truncated(self.records_read + 1, self.offset(), GZIP_CUT_DETAIL)
             return None
         off = self.offset()
         btype_raw = self._buf[self._pos:self._pos + 4]
@@ -584,12 +664,25 @@ class CaptureReader:
             # other blocks (name resolution, statistics, custom, DSB) are skipped
 
     def _timestamp(self, ts: int, index: int, off: int) -> int:
-        """A pcapng packet's timestamp in ns, refused outside what the engine's
-        clock takes (a pcap file's always fit)."""
+        """A pcapng packet's timestamp in ns; outside what the engine's clock
+        takes, the previous packet's (a first packet: 0), counted by
+        _invalid_timestamp.  (A pcap record's seconds always fit.)"""
         if not timestamp_fits(ts):
-            raise InputError(f"{self.name}: packet {index} at byte offset {off}: timestamp {ts} ns is outside "
-                             f"{TIMESTAMP_YEARS} that grotool takes")
+            return self._invalid_timestamp(index, off, f"timestamp {ts} ns is outside {TIMESTAMP_YEARS} that "
+                                                       "grotool takes", self._last_ts)
+        self._last_ts = ts
         return ts
+
+    def _invalid_timestamp(self, record: int, offset: int, detail: str, replacement: int) -> int:
+        """A record whose timestamp is invalid (a fraction of a second at or
+        above one second) or out of the engine's range is read all the same, as
+        tcpdump reads it, with ``replacement`` as its timestamp: the previous
+        record's, so time neither jumps nor runs backwards.  Counted in
+        ``invalid_timestamps``; the first is described in ``first_invalid_timestamp``."""
+        self.invalid_timestamps += 1
+        if self.first_invalid_timestamp is None:
+            self.first_invalid_timestamp = {"record": record, "offset": offset, "detail": detail}
+        return replacement
 
     # -- public ----------------------------------------------------------------
     def __iter__(self) -> Iterator[Record]:
@@ -609,6 +702,11 @@ class CaptureReader:
             first, self._first = self._first, None
             yield first
         yield from self._iter
+
+    @property
+    def gzip_cut(self) -> bool:
+        """The input is gzip-compressed and its compressed stream was cut short."""
+        return self._gunzip is not None and self._gunzip.cut
 
     @property
     def records_read(self) -> int:

@@ -15,6 +15,9 @@ cache overlaps the replay; at most WRITE_BEHIND_QUEUE gathered writes wait),
 which also starts the disk writeback every WRITEBACK_BYTES, so the final fsync
 is short.  Devices, FIFOs and pipes are written before ``writev`` returns.
 
+A path whose name ends in ``.gz`` (``out.pcap.gz``, ``out.pcapng.gz``,
+``doc.json.gz``) is written gzip-compressed, in either case; ``-`` never is.
+
 Temporary files are registered while they exist, so that a signal handler can
 remove them (``remove_temporaries``), and removed on every error.
 """
@@ -35,6 +38,9 @@ from ..errors import OutputError
 # Temporary files of outputs not yet committed or aborted, for signal cleanup.
 _LIVE_TEMPORARIES: Set[str] = set()
 
+# an output whose name ends so is written gzip-compressed (x.pcap.gz, x.json.gz)
+GZIP_SUFFIX = ".gz"
+GZIP_LEVEL = 6
 TEMP_PREFIX = ".grotool-"
 TEMP_SUFFIX = ".tmp"
 
@@ -213,6 +219,11 @@ class SafeOutput:
         self._target: Optional[str] = None        # what the temporary replaces
         self._mode = 0o666 & ~_umask()
         self._behind: Optional[_WriteBehind] = None   # writes a temporary file's bytes
+        self._gzip = None                          # a path named *.gz: the compressor of its bytes
+        if path != "-" and path.lower().endswith(GZIP_SUFFIX):
+            import zlib
+
+            self._gzip = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)   # gzip framing
         if path == "-":
             sys.stdout.flush()
             self.fd = self._dup(1)
@@ -273,7 +284,16 @@ class SafeOutput:
         must not change it; ``size``, if given, is the sum of their lengths).
         A temporary file is written by a thread of its own while the caller
         goes on computing; a device, FIFO or pipe is written before this
-        returns (a blocked reader blocks the writer, as it should)."""
+        returns (a blocked reader blocks the writer, as it should).  A path
+        named *.gz gets the bytes gzip-compressed."""
+        if self._gzip is not None:
+            compressed = b"".join([self._gzip.compress(piece) for piece in pieces])
+            if not compressed:
+                return
+            pieces, size = [compressed], len(compressed)
+        self._write_out(pieces, size)
+
+    def _write_out(self, pieces: List, size: Optional[int] = None) -> None:
         if self.temporary is None:
             try:
                 _write_all(self.fd, pieces, size)
@@ -305,6 +325,9 @@ class SafeOutput:
     def commit(self) -> None:
         if self.fd is None:
             return
+        if self._gzip is not None:
+            compressor, self._gzip = self._gzip, None
+            self._write_out([compressor.flush()])  # the last deflate block and the gzip trailer
         self._finish_writes()
         fd, self.fd = self.fd, None
         if self.temporary is None:
@@ -363,13 +386,47 @@ def open_output(path: str, what: str = "output") -> SafeOutput:
     return SafeOutput(path, what)
 
 
-def check_outputs(paths: Iterable[Optional[str]], whats: Iterable[str]) -> None:
-    """check_output_path for several outputs; also refuses two outputs on one path."""
+def _identity(path: str) -> Optional[tuple]:
+    """(device, inode) of the file a path names, following symbolic links; None
+    when there is none (yet) or it cannot be looked at."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None                        # a device or FIFO is written in place, never replaced
+    return st.st_dev, st.st_ino
+
+
+def check_not_input(path: Optional[str], what: str, inputs: Iterable[Optional[str]]) -> None:
+    """Refuse (OutputError, exit 5) an output that is one of the inputs: the same
+    file by device and inode, so a symbolic or hard link to an input counts.
+    Replacing it would destroy the capture before (or while) it is read."""
+    if not path or path == "-":
+        return
+    out = _identity(path)
+    if out is None:
+        return
+    for source in inputs:
+        if not source or source == "-":
+            continue
+        if _identity(source) == out:
+            which = f"the input {source}" if os.path.abspath(path) == os.path.abspath(source) else \
+                f"the same file as the input {source}"
+            raise OutputError(f"{path}: cannot write {what}: it is {which}; refusing to overwrite it")
+
+
+def check_outputs(paths: Iterable[Optional[str]], whats: Iterable[str],
+                  inputs: Iterable[Optional[str]] = ()) -> None:
+    """check_output_path for several outputs; also refuses two outputs on one
+    path, and an output that is one of ``inputs`` (check_not_input)."""
     seen = {}
+    inputs = list(inputs)
     for path, what in zip(paths, whats):
         if not path:
             continue
         check_output_path(path, what)
+        check_not_input(path, what, inputs)
         if path == "-":
             key = "-"
         elif _descriptor_of(path) is not None or (os.path.exists(path) and not os.path.isfile(path)):

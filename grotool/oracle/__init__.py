@@ -146,6 +146,9 @@ def run_kernel_replay(input_path: str, output_path: Optional[str], json_path: Op
         raise InputError(f"--udp-gro must be one of {', '.join(UDP_GRO_MODES)}")
     if output_path == "-" and json_path == "-":
         raise InputError("OUTPUT and --json cannot both be standard output")
+    from ..io.safe_output import check_outputs
+
+    check_outputs([output_path, json_path], ["output capture", "--json"], [input_path])
     check_environment()
     started = time.monotonic()
     frame_list, stamps, info = read_input(input_path)

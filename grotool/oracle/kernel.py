@@ -673,25 +673,35 @@ def host_hint(frames: Sequence[bytes], host: HostState) -> Optional[str]:
     """One line naming the host options this capture's traffic would call for, or None:
     UDP to the VXLAN/GENEVE ports without a device there, UDP flows of equal-size
     datagrams with no UDP GRO path, TCP flows that --rx-gro-list makes fraglist."""
+    from ..engine.tunnels import udp_tunnel_payload
+
     udp_sizes: Dict[tuple, Dict[int, int]] = {}
     udp_ports = set()
+    shaped: Dict[str, set] = {"vxlan": set(), "geneve": set()}   # ports whose datagrams carry that tunnel
     tcp_seen = False
     for f in frames:
-        p = fr.parse(f, vxlan_ports=host.vxlan_ports)
+        p = fr.parse(f, vxlan_ports=host.vxlan_ports, geneve_ports=host.geneve_ports)
         if p is None:
             continue
         if p.proto == fr.IPPROTO_TCP:
             tcp_seen = tcp_seen or p.payload > 0
         elif p.proto == fr.IPPROTO_UDP:
+            if p.dport not in udp_ports:
+                kind = udp_tunnel_payload(f, p.payload_off)
+                if kind:
+                    shaped[kind].add(p.dport)
             udp_ports.add(p.dport)
             sizes = udp_sizes.setdefault(p.flow, {})
             sizes[p.payload] = sizes.get(p.payload, 0) + 1
     parts = []
-    if VXLAN_PORT in udp_ports and VXLAN_PORT not in host.vxlan_ports:
-        parts.append(f"UDP to port {VXLAN_PORT} (VXLAN: --vxlan-port {VXLAN_PORT})")
-    if GENEVE_PORT in udp_ports and GENEVE_PORT not in host.geneve_ports:
-        parts.append(f"UDP to port {GENEVE_PORT} (GENEVE: --geneve-port {GENEVE_PORT})")
-    tunnel_ports = {VXLAN_PORT, GENEVE_PORT} | set(host.vxlan_ports) | set(host.geneve_ports)
+    vxlan = sorted(({VXLAN_PORT} & udp_ports | shaped["vxlan"]) - set(host.vxlan_ports) - {GENEVE_PORT})
+    geneve = sorted(({GENEVE_PORT} & udp_ports | shaped["geneve"]) - set(host.geneve_ports) - set(vxlan))
+    for port in vxlan:
+        parts.append(f"UDP to port {port} (VXLAN: --vxlan-port {port})")
+    for port in geneve:
+        parts.append(f"UDP to port {port} (GENEVE: --geneve-port {port})")
+    tunnel_ports = {VXLAN_PORT, GENEVE_PORT} | set(host.vxlan_ports) | set(host.geneve_ports) | set(vxlan) \
+        | set(geneve)
     equal = sorted({flow[4] for flow, sizes in udp_sizes.items() if max(sizes.values()) > 1
                     and flow[4] not in tunnel_ports and flow[4] not in host.udp_gro_sockets})
     if equal and not (host.udp_gro_forwarding or host.rx_gro_list):

@@ -113,6 +113,21 @@ def flow_json(flow: FlowTuple) -> dict:
     return doc
 
 
+def _tunnels_from_json(doc: Optional[dict]) -> Tuple[TunnelId, ...]:
+    tunnels = []
+    while doc:
+        tunnels.append((doc["kind"], doc["src"], doc["dst"], doc["key"], doc["sport"], doc["dport"],
+                        tuple(doc["vlan"])))
+        doc = doc.get("inner")
+    return tuple(tunnels)
+
+
+def flow_from_json(doc: dict) -> FlowTuple:
+    """The flow tuple flow_json() made ``doc`` from (flow_label names either alike)."""
+    return (doc["proto"], doc["src"], doc["dst"], doc["sport"], doc["dport"], tuple(doc["vlan"]),
+            _tunnels_from_json(doc.get("tunnel")))
+
+
 def _endpoint(addr: str, port: Optional[int]) -> str:
     if port is None:
         return addr

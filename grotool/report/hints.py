@@ -1,18 +1,28 @@
 """One line that says which host option would change the result, when the
 capture holds traffic that the host state decides (UDP GRO, UDP tunnels,
-TCP fraglist) and the options given did not cover it."""
+TCP fraglist) and the options given did not cover it.
+
+Each piece of advice names an option with the value that would change what
+GRO does: a UDP port whose datagrams carry a VXLAN or GENEVE header and an
+inner Ethernet frame gets ``--vxlan-port PORT`` / ``--geneve-port PORT``
+(whatever the port: 4789 and 6081 are the IANA ports, 8472 Linux's old VXLAN
+default that flannel uses); the IANA tunnel ports get theirs even when the
+first datagram did not look like one; any other port gets the UDP GRO options."""
 
 from __future__ import annotations
 
 from typing import Optional
 
-TUNNEL_PORTS = {4789: "--vxlan-port 4789", 6081: "--geneve-port 6081"}
+TUNNEL_PORTS = {4789: "vxlan", 6081: "geneve"}
+TUNNEL_OPTIONS = {"vxlan": "--vxlan-port", "geneve": "--geneve-port"}
 
 
 def host_hint(settings, stats) -> Optional[str]:
     ports = stats.udp_no_gro_path
-    advice = [TUNNEL_PORTS[p] for p in sorted(TUNNEL_PORTS) if p in ports]
-    others = {p: n for p, n in ports.items() if p not in TUNNEL_PORTS}
+    shaped = getattr(stats, "udp_tunnel_payloads", {})
+    tunnels = {p: shaped.get(p) or TUNNEL_PORTS.get(p) for p in ports}
+    advice = [f"{TUNNEL_OPTIONS[kind]} {p}" for p, kind in sorted(tunnels.items()) if kind]
+    others = {p: n for p, n in ports.items() if not tunnels[p]}
     if others:
         top = max(others, key=lambda p: (others[p], -p))
         advice.append(f"--udp-gro-socket {top}, --udp-gro-forwarding or --rx-gro-list")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Dict, List, Optional
 
-from ..errors import EnvironmentProblem, InputError
+from ..errors import EnvironmentProblem, OutputError
 from .flows import FlowNamer, flow_label
 
 TOP_FLOWS = 10
@@ -81,23 +81,47 @@ def render(data: PlotCollector, path: str, title: str = "") -> None:
     _save(fig, plt, path)
 
 
-def _save(fig, plt, path: str) -> None:
+def plot_format(path: str) -> str:
+    """The picture format a path asks for: its extension (png without one)."""
     import os
 
-    tmp = f"{path}.grotool-tmp"
-    ext = os.path.splitext(path)[1].lstrip(".").lower() or "png"
+    return os.path.splitext(path)[1].lstrip(".").lower() or "png"
+
+
+def check_plot_path(path: str, what: str = "the plot") -> None:
+    """Before the replay: OutputError (exit 5) when ``path`` cannot be written
+    or names a format matplotlib cannot draw, or is one of ``inputs``."""
+    from ..io.safe_output import check_output_path
+
+    check_output_path(path, what)
+    if path == "-":
+        return
+    require_matplotlib()
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    fmt = plot_format(path)
+    if fmt not in formats:
+        raise OutputError(f"{path}: cannot write {what}: format {fmt!r} is not one matplotlib draws "
+                          f"({', '.join(sorted(formats))})")
+
+
+def _save(fig, plt, path: str) -> None:
+    """Draw into memory, then write through SafeOutput (a file atomically,
+    a device or pipe in place); a failure is an OutputError (exit 5)."""
+    import io
+
+    from ..io.safe_output import open_output
+
+    buffer = io.BytesIO()
     try:
-        fig.savefig(tmp, dpi=110, format=ext)
-        os.replace(tmp, path)
+        fig.savefig(buffer, dpi=110, format="png" if path == "-" else plot_format(path))
     except (OSError, ValueError) as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        # like an unwritable capture output: exit 3
-        raise InputError(f"{path}: cannot write the plot: {getattr(exc, 'strerror', None) or exc}") from None
+        raise OutputError(f"{path}: cannot write the plot: {getattr(exc, 'strerror', None) or exc}") from None
     finally:
         plt.close(fig)
+    with open_output(path, "the plot") as out:
+        out.write(buffer.getvalue())
 
 
 def _short(label: str, width: int = 48) -> str:
