@@ -132,7 +132,9 @@ def _replay(frames, **settings):
 def test_big_tcp_aggregate_splits_back_to_the_input(family):
     flow = Flow(family=family)
     frames = [flow.seg(1448) for _ in range(60)]                # 86880 payload bytes
-    size = {"gro_max_size": 200000} if family == 6 else {"gro_ipv4_max_size": 200000}
+    # IPv6: mainline 6.18.0, whose BIG TCP check looks at the network header's
+    # headroom; the current stables (row C13) refuse a frame injected into veth
+    size = {"gro_max_size": 200000, "kernel": "6.18.0"} if family == 6 else {"gro_ipv4_max_size": 200000}
     (d,) = _replay(frames, **size)
     assert d.segs == 60
     p = parse(d.data)

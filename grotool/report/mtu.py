@@ -11,8 +11,9 @@ sidecar).  The rule (docs/mtu.md):
 * The MTU the capture implies is the largest packet length L, above the
   floor (``--mtu``, default 1500) and at most MAX_LINK_MTU, that at least
   MIN_COMMON_FRAMES frames have exactly and that no fewer frames have than
-  are longer than L: full-size frames pile up at a link's MTU, while the
-  super-packets of TSO or GRO spread over many lengths or exceed any MTU.
+  are longer than L, nor than are shorter (above the floor): full-size
+  frames pile up at a link's MTU, while the super-packets of TSO or GRO
+  spread over many lengths or exceed any MTU.
   Without such an L it is the floor.  ``--mtu`` given explicitly is the MTU,
   nothing is inferred.
 * A frame whose packet is longer than that MTU is not what a NIC receives:
@@ -82,10 +83,12 @@ class MtuCensus:
         """The link MTU (see the module docstring)."""
         if self.fixed:
             return self.floor
+        total = sum(entry[0] for entry in self.lengths.values())
         longer = 0
         for length in sorted(self.lengths, reverse=True):
             count = self.lengths[length][0]
-            if length <= MAX_LINK_MTU and count >= MIN_COMMON_FRAMES and count >= longer:
+            shorter = total - longer - count
+            if length <= MAX_LINK_MTU and count >= MIN_COMMON_FRAMES and count >= longer and count >= shorter:
                 return length
             longer += count
         return self.floor
