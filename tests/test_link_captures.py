@@ -79,3 +79,110 @@ def test_cooked_address_length_bounds_the_identity():
 def test_sll2_interfaces_are_separate_devices():
     frames = [sll2(fr, ifindex=2 if i < 3 else 7) for i, fr in enumerate(FRAMES[:6])]
     assert [d.segs for d in deliveries(276, frames)] == [3, 3]
+
+
+# -----------------------------------------------------------------------------
+# 2. direction: what the capturing host sent passes outside the receive path
+# -----------------------------------------------------------------------------
+ACK = bytes.fromhex("aa0000000001aa000000000208004500002800004000400600000a0000020a000001"
+                    "1f4005dc0000006400000064501000ff00000000")
+
+
+def outgoing_ack(i):
+    """An ACK the receiving host sent, of the reverse flow (its own Ethernet frame)."""
+    return ACK[:38] + struct.pack("!I", 100 + i * 1000) + ACK[42:]
+
+
+def interleaved(wrap, n=20):
+    """n data segments received, each followed by the host's own ACK (packet type 4)."""
+    out = []
+    for i, fr in enumerate(FRAMES[:n]):
+        out.append(wrap(fr))
+        out.append(wrap(outgoing_ack(i), pkttype=4))
+    return out
+
+
+@pytest.mark.parametrize("linktype", [113, 276])
+def test_outgoing_packets_pass_outside_gro(tmp_path, linktype):
+    """With budget 8, the ACKs took half of every poll: received segments
+    went up in 4s.  Outgoing, they pass unchanged (reason outgoing) and the
+    20 received segments form polls of 8: 8 + 8 + 4."""
+    frames = interleaved(COOKED[linktype])
+    src = write(tmp_path / "in.pcap", linktype, frames)
+    out = tmp_path / "out.pcap"
+    result = replay(src, str(out), Settings(device="veth", budget=8))
+    totals = result.document["totals"]
+    assert totals["super_packets"] == 3 and totals["flush_reasons"]["outgoing"] == 20
+    assert totals["outgoing"] == 20 and totals["packets_in"] == 40
+    _, recs = read_capture(str(out))
+    acks = [r[1] for r in recs if len(r[1]) < 100]
+    assert acks == frames[1::2]                                    # unchanged, in order
+    supers = sorted(len(r[1]) for r in recs if len(r[1]) >= 100)
+    hdr = len(frames[0]) - 1000
+    assert supers == [hdr + 4000, hdr + 8000, hdr + 8000]
+    # taken as received, they share the polls again
+    received = replay(src, None, Settings(device="veth", budget=8, outgoing="receive")).document["totals"]
+    assert received["super_packets"] == 5 and "outgoing" not in received["flush_reasons"]
+    assert received["outgoing"] == 0
+
+
+def test_outgoing_option_on_the_command_line(tmp_path):
+    from click.testing import CliRunner
+    from grotool.cli import main
+    import json
+
+    src = write(tmp_path / "in.pcap", 113, interleaved(sll))
+    for mode, outgoing in (("pass", 20), ("receive", 0)):
+        res = CliRunner().invoke(main, ["replay", "-q", "--device", "veth", "--budget", "8", "--outgoing", mode,
+                                        src, "--json", str(tmp_path / f"{mode}.json")])
+        assert res.exit_code == 0, res.output
+        doc = json.loads((tmp_path / f"{mode}.json").read_text())
+        assert doc["settings"]["outgoing"] == mode
+        assert doc["totals"]["flush_reasons"].get("outgoing", 0) == outgoing
+    res = CliRunner().invoke(main, ["replay", "--outgoing", "drop", src])
+    assert res.exit_code == 2
+
+
+def write_pcapng_directed(path, linktype, frames_and_flags):
+    """pcapng with an epb_flags option (direction bits) on each packet that has one."""
+    def block(btype, body):
+        total = 12 + len(body)
+        return struct.pack("<II", btype, total) + body + struct.pack("<I", total)
+
+    def padded(b):
+        return b + b"\0" * ((-len(b)) % 4)
+
+    out = [block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1)),
+           block(1, struct.pack("<HHI", linktype, 0, 262144) + struct.pack("<HHB3x", 9, 1, 9) + struct.pack("<HH", 0, 0))]
+    for i, (fr, flags) in enumerate(frames_and_flags):
+        ts = 1_700_000_000 * 10 ** 9 + i * 1000
+        body = struct.pack("<IIIII", 0, ts >> 32, ts & 0xFFFFFFFF, len(fr), len(fr)) + padded(fr)
+        if flags is not None:
+            body += struct.pack("<HHI", 2, 4, flags) + struct.pack("<HH", 0, 0)
+        out.append(block(6, body))
+    Path(path).write_bytes(b"".join(out))
+    return str(path)
+
+
+def test_pcapng_outbound_packets_pass_outside_gro(tmp_path):
+    """Ethernet pcapng with epb_flags: inbound (1) segments, outbound (2) ACKs;
+    an unknown direction (0) or no flags is received.  Bits above the
+    direction (reception type, FCS length) do not change it."""
+    items = []
+    for i, fr in enumerate(FRAMES[:20]):
+        items.append((fr, 0x1 if i % 3 else (None if i % 2 else 0)))
+        items.append((outgoing_ack(i), 0x2 | 0x4 << 2))      # outbound, unicast
+    src = write_pcapng_directed(tmp_path / "in.pcapng", 1, items)
+    from grotool.io.capture import CaptureReader
+
+    with CaptureReader(src) as reader:
+        records = reader.records_with_interface()
+        directions = []
+        while records.next_data() is not None:
+            directions.append(records.outbound)
+    assert directions == [False, True] * 20
+    result = replay(src, None, Settings(device="veth", budget=8))
+    totals = result.document["totals"]
+    assert totals["flush_reasons"]["outgoing"] == 20 and totals["super_packets"] == 3
+    received = replay(src, None, Settings(device="veth", budget=8, outgoing="receive")).document["totals"]
+    assert received["super_packets"] == 5

@@ -34,6 +34,8 @@ def timestamp_fits(ts: int) -> bool:
 MAX_RX_USECS = 1_000_000
 MAX_GRO_FLUSH_TIMEOUT_NS = 10 ** 10
 MAX_POLL_NS_PER_FRAME = 10 ** 9
+# what becomes of the frames a capture marks as sent by the capturing host (Settings.outgoing)
+OUTGOING_MODES = ("pass", "receive")
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,8 @@ class Settings:
     geneve_ports: Tuple[int, ...] = ()   # GENEVE devices, by port
     local_tcp: Tuple[str, ...] = ()      # established local TCP sockets: "A:P>B:P" or "B:P" (see hoststate.py)
     layout: str = ""                     # skb layout model (layout.py) for the statistics; "" = not modelled
+    outgoing: str = "pass"               # frames the capture marks as sent by its host: "pass" (outside GRO)
+                                         # or "receive" (taken as received)
 
     def validate(self) -> None:
         if self.device not in ("nic", "veth"):
@@ -108,6 +112,8 @@ class Settings:
         from .layout import LAYOUTS
         if self.layout and self.layout not in LAYOUTS:
             raise ValueError(f"unknown --layout {self.layout!r} (one of {', '.join(LAYOUTS)})")
+        if self.outgoing not in OUTGOING_MODES:
+            raise ValueError(f"unknown --outgoing mode {self.outgoing!r} (one of {', '.join(OUTGOING_MODES)})")
         if not 1 <= self.max_skb_frags <= 45:
             raise ValueError("max_skb_frags must be 1..45 (CONFIG_MAX_SKB_FRAGS)")
 

@@ -435,12 +435,13 @@ class Stats:
         # host-state hints: traffic a host option would have changed
         "udp_no_gro_path",      # destination port -> datagrams
         "tcp_fraglist_assumed",  # TCP segments taken as forwarded (rx-gro-list, no --local-tcp for them)
+        "outgoing",             # frames the capture marks as sent by the capturing host
     )
 
     def __init__(self, frames: int = 0, csum_offloaded: int = 0, csum_verified: int = 0, csum_bad: int = 0,
                  ip_csum_bad: int = 0, polls: int = 0, irqs: int = 0, timer_polls: int = 0,
                  normal_batches: int = 0, udp_no_gro_path: Optional[Dict[int, int]] = None,
-                 tcp_fraglist_assumed: int = 0):
+                 tcp_fraglist_assumed: int = 0, outgoing: int = 0):
         self.frames = frames
         self.csum_offloaded = csum_offloaded
         self.csum_verified = csum_verified
@@ -452,6 +453,7 @@ class Stats:
         self.normal_batches = normal_batches
         self.udp_no_gro_path = {} if udp_no_gro_path is None else udp_no_gro_path
         self.tcp_fraglist_assumed = tcp_fraglist_assumed
+        self.outgoing = outgoing
 
     def __eq__(self, other):
         return _slots_equal(Stats, self, other)
