@@ -24,10 +24,10 @@ from .compare import load_sidecar
 from .errors import InputError
 from .gso import NotSegmentable, flow_key, parse, segment
 from .io.capture import CaptureReader, PcapWriter
-from .linktypes import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2
+from .linktypes import LINK_HEADER_BYTES, LINKTYPE_ETHERNET
 
 LINK_MTU = 1500
-_LINK_HEADER = {LINKTYPE_ETHERNET: 14, LINKTYPE_LINUX_SLL: 16, LINKTYPE_LINUX_SLL2: 20}
+_LINK_HEADER = LINK_HEADER_BYTES
 
 
 @dataclass

@@ -11,6 +11,7 @@ from grotool.engine import Engine, Settings
 from grotool.io.capture import PcapWriter, read_capture
 from grotool.replay import replay
 
+from framebuild import tcp_frame
 from test_io_cli import FRAMES
 
 SRC_MAC = FRAMES[0][6:12]
@@ -186,3 +187,60 @@ def test_pcapng_outbound_packets_pass_outside_gro(tmp_path):
     assert totals["flush_reasons"]["outgoing"] == 20 and totals["super_packets"] == 3
     received = replay(src, None, Settings(device="veth", budget=8, outgoing="receive")).document["totals"]
     assert received["super_packets"] == 5
+
+
+# -----------------------------------------------------------------------------
+# 4. BSD loopback (NULL 0, LOOP 108): a 4-byte address family, then IP
+# -----------------------------------------------------------------------------
+LOOPBACK_HEADERS = [(0, b"\x02\0\0\0"), (0, b"\0\0\0\x02"), (108, b"\0\0\0\x02")]
+
+
+@pytest.mark.parametrize("linktype,header", LOOPBACK_HEADERS)
+def test_bsd_loopback_captures_merge_and_keep_their_link_type(tmp_path, linktype, header):
+    frames = [header + fr[14:] for fr in FRAMES[:10]]
+    src = write(tmp_path / "in.pcap", linktype, frames)
+    out = tmp_path / "out.pcap"
+    result = replay(src, str(out), Settings(device="veth"), verify=True)
+    assert result.document["totals"]["super_packets"] == 1 and result.verify.ok
+    lt, recs = read_capture(str(out))
+    assert lt == linktype and len(recs) == 1
+    data = recs[0][1]
+    assert data[:4] == header and struct.unpack_from("!H", data, 4 + 2)[0] == 40 + 10000
+    assert data[44:] == b"".join(f[44:] for f in frames)
+    flow = result.document["flows"][0]["flow"]
+    assert (flow["src"], flow["dst"], flow["sport"], flow["dport"]) == ("192.168.1.200", "192.168.1.100", 1500, 8000)
+
+
+@pytest.mark.parametrize("header", [b"\x1e\0\0\0", b"\0\0\0\x1c", b"\x18\0\0\0"])
+def test_bsd_loopback_ipv6_merges(header):
+    """AF_INET6 as macOS (30), FreeBSD (28, here big-endian) and the other BSDs (24) write it."""
+    frames = [header + tcp_frame(1000, family=6, seq=100 + i * 1000, link="raw") for i in range(6)]
+    out = deliveries(0, frames)
+    assert [d.segs for d in out] == [6] and out[0].data[:4] == header
+    assert struct.unpack_from("!H", out[0].data, 4 + 4)[0] == 20 + 6000       # IPv6 payload length
+
+
+def test_bsd_loopback_family_that_is_not_ip_goes_up_alone():
+    """LOOP is big-endian: 02 00 00 00 is no family GRO has a handler for."""
+    frames = [b"\x02\0\0\0" + fr[14:] for fr in FRAMES[:3]]
+    out = deliveries(108, frames)
+    assert [(d.segs, d.reason) for d in out] == [(1, "no_l2_handler")] * 3
+    assert [d.data for d in out] == frames
+
+
+def test_real_null_captures_from_the_corpus():
+    """Real NULL captures (little-endian family: macOS, FreeBSD hosts): every
+    frame is read as IP of its family and accounted for."""
+    root = Path(__file__).resolve().parent.parent
+    # beside the checkout (/work/main), or two levels up from a worktree (/work/wt/NAME)
+    corpus = next((c for c in (root.parent / "shared" / "corpus" / "tcpdump",
+                               root.parent.parent / "shared" / "corpus" / "tcpdump") if c.is_dir()), None)
+    if corpus is None:
+        pytest.skip("no tcpdump corpus beside the checkout")
+    # the reasons are given past the IP header: each frame was read as IP of its family
+    for name, reasons, src in (("quic_handshake.pcap", {"udp_no_gro_path": 18}, "::1"),
+                               ("ikev2four.pcap", {"udp_csum_bad": 21}, "192.168.1.1"),
+                               ("icmpv6-RFC2894-RR.pcap", {"ipv6_no_l4_handler": 6}, "2001:db8:1:0:a00:27ff:fef4:4dcf")):
+        doc = replay(str(corpus / name), None, Settings(device="veth")).document
+        assert doc["input"]["linktype"] == 0 and doc["totals"]["flush_reasons"] == reasons, name
+        assert src in {f["flow"]["src"] for f in doc["flows"]}, name
