@@ -2,6 +2,7 @@
 direction (outgoing packets of the capturing host), and BSD loopback
 captures (NULL/LOOP): see docs/captures.md."""
 
+import os
 import struct
 from pathlib import Path
 
@@ -244,3 +245,27 @@ def test_real_null_captures_from_the_corpus():
         doc = replay(str(corpus / name), None, Settings(device="veth")).document
         assert doc["input"]["linktype"] == 0 and doc["totals"]["flush_reasons"] == reasons, name
         assert src in {f["flow"]["src"] for f in doc["flows"]}, name
+
+
+def test_the_examples_of_docs_captures_run(tmp_path):
+    """docs/captures.md's commands, on a cooked capture of segments and the host's ACKs."""
+    import re
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    text = (root / "docs" / "captures.md").read_text()
+    block = re.search(r"```sh\n(.*?)```", text, re.S).group(1)
+    write(tmp_path / "any.pcap", 113, interleaved(sll))
+    outgoing = []
+    for line in block.splitlines():
+        argv = line.split("#")[0].split()
+        assert argv[0] == "grotool"
+        json_path = tmp_path / "stats.json"
+        proc = subprocess.run([sys.executable, "-m", "grotool"] + argv[1:] + ["-q", "--json", str(json_path)],
+                              cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(root)})
+        assert proc.returncode == 0, proc.stderr
+        import json
+        outgoing.append(json.loads(json_path.read_text())["totals"]["outgoing"])
+    assert outgoing == [20, 0]
+    assert "`outgoing`" in (root / "docs" / "reasons.md").read_text()

@@ -373,7 +373,8 @@ class CaptureReader:
         if self.linktype is not None and self.linktype not in SUPPORTED_LINKTYPES and not any_linktype:
             raise InputError(
                 f"{self.name}: unsupported link type {self.linktype}; supported: "
-                "Ethernet (1), raw IP (101, 12, 14), IPv4 (228), IPv6 (229), Linux SLL (113), SLL2 (276)"
+                "Ethernet (1), raw IP (101, 12, 14), IPv4 (228), IPv6 (229), Linux SLL (113), SLL2 (276), "
+                "BSD loopback (0, 108)"
             )
 
     def _truncated(self, record: int, offset: int, detail: str) -> None:
