@@ -269,3 +269,20 @@ def test_the_examples_of_docs_captures_run(tmp_path):
         outgoing.append(json.loads(json_path.read_text())["totals"]["outgoing"])
     assert outgoing == [20, 0]
     assert "`outgoing`" in (root / "docs" / "reasons.md").read_text()
+
+
+def test_pcapng_output_marks_outgoing_packets_outbound(tmp_path):
+    """The annotated pcapng output keeps the direction: outgoing packets are
+    written outbound, and reading that output back passes them again."""
+    from grotool.io.capture import CaptureReader
+
+    src = write(tmp_path / "in.pcap", 113, interleaved(sll))
+    out = tmp_path / "out.pcapng"
+    replay(src, str(out), Settings(device="veth", budget=8))
+    with CaptureReader(str(out)) as reader:
+        records = reader.records_with_interface()
+        marks = []
+        while (data := records.next_data()) is not None:
+            marks.append((records.outbound, data[1] == 4))
+    assert len(marks) == 23 and all(outbound == sent for outbound, sent in marks)
+    assert sum(outbound for outbound, _ in marks) == 20
