@@ -286,3 +286,17 @@ def test_pcapng_output_marks_outgoing_packets_outbound(tmp_path):
             marks.append((records.outbound, data[1] == 4))
     assert len(marks) == 23 and all(outbound == sent for outbound, sent in marks)
     assert sum(outbound for outbound, _ in marks) == 20
+
+
+def test_api_passes_outbound_pcapng_packets(tmp_path):
+    """grotool.Replay reads the pcapng direction as replay does."""
+    from grotool import Replay
+
+    items = []
+    for i, fr in enumerate(FRAMES[:20]):
+        items += [(fr, 0x1), (outgoing_ack(i), 0x2)]
+    src = write_pcapng_directed(tmp_path / "in.pcapng", 1, items)
+    packets = list(Replay(src, device="veth", budget=8))
+    assert [p.frames for p in packets if p.reason == "outgoing"] == [(2 * i + 2,) for i in range(20)]
+    assert sorted(p.segments for p in packets if p.reason != "outgoing") == [4, 8, 8]
+    assert sum(p.segments for p in Replay(src, device="veth", budget=8, outgoing="receive") if p.segments > 1) == 20
