@@ -89,12 +89,13 @@ class LinkLayer:
             skb.key_from_frame = l2     # the family: one value per protocol
             return skb
         at = self.proto_at
-        # only the first sll_halen bytes of the address field are address (at most the 8 recorded)
+        # only the first sll_halen bytes of the address field are address (at most the 8 recorded);
+        # the length leads, so addresses of different lengths never read alike
         if kind == KIND_SLL:
             n = min(data[4] << 8 | data[5], 8)
-            identity = data[SLL_ADDR_AT:SLL_ADDR_AT + n] + data[at:at + 2]
+            identity = data[4:6] + data[SLL_ADDR_AT:SLL_ADDR_AT + n] + data[at:at + 2]
         else:
             n = min(data[11], 8)
             # sll2_if_index too: packets of another device never merge (gro_list_prepare compares dev)
-            identity = data[4:8] + data[SLL2_ADDR_AT:SLL2_ADDR_AT + n] + data[at:at + 2]
+            identity = data[4:8] + data[11:12] + data[SLL2_ADDR_AT:SLL2_ADDR_AT + n] + data[at:at + 2]
         return new_skb(data, ts, index, l2, data[at] << 8 | data[at + 1], identity)
