@@ -191,8 +191,14 @@ class Replay:
                               flow_label(flow), d.gso_size, tuple(d.gso_type), d.queue, d.poll)
 
             feed = engine.feed
-            for ts, data, wirelen in records:
-                for d in feed(ts, data, wirelen):
+            for ts, data, wirelen, outbound in records:
+                if outbound:
+                    # the capture marks it as sent by its host (pcapng epb_flags): the engine places it
+                    engine.receive_sent(ts, data, wirelen)
+                    out = engine.drain()
+                else:
+                    out = feed(ts, data, wirelen)
+                for d in out:
                     yield packet(d)
             for d in engine.finish():
                 yield packet(d)
@@ -226,10 +232,11 @@ class Replay:
             fcs = reader.fcs_len
 
             def records():
-                for ts, data, wirelen in reader:
+                marked = reader.records_with_interface()
+                for ts, data, wirelen, _ in marked:
                     if fcs and len(data) >= fcs and wirelen >= len(data):
                         data, wirelen = data[:-fcs], wirelen - fcs      # the kernel never sees the FCS
-                    yield ts, data, wirelen
+                    yield ts, data, wirelen, marked.outbound
             return records(), linktype, reader.close
         items = iter(source)
         first = next(items, None)
@@ -289,7 +296,7 @@ def _scapy_frames(first, rest, linktype: int):
             raise InputError(f"frame {number}: timestamp {ts} ns is outside {TIMESTAMP_YEARS} that grotool takes")
         data = bytes(packet)
         wirelen = getattr(packet, "wirelen", None)
-        yield ts, data, wirelen if isinstance(wirelen, int) and wirelen > len(data) else -1
+        yield ts, data, wirelen if isinstance(wirelen, int) and wirelen > len(data) else -1, False
 
 
 def _frames(source: Iterable[Frame]):
@@ -307,7 +314,7 @@ def _frames(source: Iterable[Frame]):
             raise InputError(f"frame {k + 1}: expected an integer timestamp in ns and bytes")
         if not timestamp_fits(ts):
             raise InputError(f"frame {k + 1}: timestamp {ts} ns is outside {TIMESTAMP_YEARS} that grotool takes")
-        yield int(ts), bytes(data), wirelen
+        yield int(ts), bytes(data), wirelen, False
 
 
 def _statistics(doc: dict) -> Statistics:

@@ -89,6 +89,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from .dissect import dissect
 from .errors import InputError
 from .io.capture import CaptureReader
+from .linktypes import LINK_HEADER_BYTES
 from .report.flows import FlowTuple, flow_json, flow_label, flow_of
 
 SCHEMA = "grotool.compare/1"
@@ -168,7 +169,7 @@ def _classify(linktype: int, data: bytes, frame_len: int):
     return KIND_BYTES, flow, None, 0, len(data), None, None
 
 
-_LINK_HEADER = {1: 14, 113: 16, 276: 20}
+_LINK_HEADER = LINK_HEADER_BYTES
 
 
 def _header_digest(linktype: int, data: bytes, l4_csums: Tuple[int, ...], payload_at: int) -> bytes:

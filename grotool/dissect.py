@@ -13,7 +13,7 @@ per-layer parsing, written for speed.
 What it understands:
 
 * link: Ethernet (802.1Q / 802.1ad / 0x9100 tags), Linux SLL and SLL2, raw
-  IPv4/IPv6 (grotool/linktypes.py);
+  IPv4/IPv6, BSD loopback (NULL, LOOP: the address family) (grotool/linktypes.py);
 * IPv4 (options, fragments), IPv6 with Hop-by-Hop, Routing, Fragment and
   Destination Options headers (a Jumbo Payload option gives the length);
 * tunnels: IP-in-IP (ipip, sit, ip4ip6, ip6ip6), GRE over IPv4/IPv6 (C/K/S
@@ -35,7 +35,8 @@ from __future__ import annotations
 import ipaddress
 from typing import Any, Dict, FrozenSet, Iterable, NamedTuple, Optional, Tuple
 
-from .linktypes import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, RAW_LINKTYPES
+from .linktypes import (LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, LINKTYPE_LOOP, LOOPBACK_LINKTYPES,
+                        RAW_LINKTYPES, loopback_ethertype, loopback_family)
 
 ETH_P_IP = 0x0800
 ETH_P_IPV6 = 0x86DD
@@ -65,7 +66,7 @@ class Layer(NamedTuple):
     """One header: its name, where it starts, how long it is, and its fields
     (``layer["ttl"]`` or ``layer.get("ttl")`` by name)."""
 
-    name: str               # eth, vlan, sll, sll2, ipv4, ipv6, ipv6-hbh, ..., gre, udp, vxlan, geneve, tcp
+    name: str               # eth, vlan, sll, sll2, null, loop, ipv4, ipv6, ipv6-hbh, ..., gre, udp, vxlan, geneve, tcp
     offset: int
     length: int             # header bytes (as declared; may run past a truncated capture)
     fields: Tuple[Tuple[str, Any], ...] = ()
@@ -423,6 +424,19 @@ def _link(walk: _Walk, linktype: int) -> int:
         walk.fail(f"raw IP record with IP version {version}")
         walk.ethertype = 0
         return -1
+    if linktype in LOOPBACK_LINKTYPES:
+        name = "loop" if linktype == LINKTYPE_LOOP else "null"
+        if not walk.need(0, 4, "BSD loopback"):
+            return -1
+        header = walk.data[:4]
+        family = loopback_family(linktype, header)
+        if walk.records:
+            walk.layers.append(_new(Layer, (name, 0, 4, (("family", family),))))
+        walk.ethertype = loopback_ethertype(linktype, header)
+        if not walk.ethertype:
+            walk.fail(f"BSD loopback address family {family} is not IPv4 or IPv6")
+            return -1
+        return 4
     walk.fail(f"unsupported link type {linktype}")
     return -1
 

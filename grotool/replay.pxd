@@ -14,7 +14,7 @@ cpdef _deliver(list out, fix, StatsCollector collector, after, PcapWriter writer
                fcs=cython.Py_ssize_t, limit=cython.Py_ssize_t, wirelen=cython.Py_ssize_t,
                l3_length=cython.Py_ssize_t, out=list)
 cpdef tuple _feed_records(_Records records, Engine engine, fix, StatsCollector collector, after, PcapWriter writer,
-                          interface, verifier, Py_ssize_t mtu, reader, census)
+                          interface, verifier, Py_ssize_t mtu, reader, census, bint directed=*)
 cdef dict LINK_HEADER_BYTES
 cdef tuple VLAN_ETHERTYPES
 @cython.locals(length=cython.Py_ssize_t, at=cython.Py_ssize_t, raw="const unsigned char *", ethertype=int)

@@ -12,7 +12,7 @@ from .engine import Engine, Settings
 from .errors import InputError
 from .io.capture import CaptureReader, PcapWriter
 from .io.safe_output import check_outputs
-from .linktypes import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, SUPPORTED_LINKTYPES
+from .linktypes import LINK_HEADER_BYTES as _LINK_HEADER_BYTES, LINKTYPE_ETHERNET, SUPPORTED_LINKTYPES
 from .report.mtu import DEFAULT_MTU, MtuCensus
 from .report.stats import StatsCollector
 
@@ -50,7 +50,7 @@ class ReplayResult:
 
 
 # link header bytes in front of the IP packet, per link type (VLAN tags come on top)
-LINK_HEADER_BYTES = {LINKTYPE_ETHERNET: 14, LINKTYPE_LINUX_SLL: 16, LINKTYPE_LINUX_SLL2: 20}
+LINK_HEADER_BYTES = dict(_LINK_HEADER_BYTES)
 VLAN_ETHERTYPES = (0x8100, 0x88A8, 0x9100)
 
 
@@ -182,9 +182,11 @@ def _deliver(out: list, fix, collector, after, writer) -> None:
 
 
 def _feed_records(records, engine, fix, collector, after, writer, interface, verifier, mtu: int, reader,
-                  census) -> tuple:
+                  census, directed: bool = False) -> tuple:
     """Feed every input record (``records``: the reader's _Records) to the
     engine and its deliveries to _deliver: the per-frame loop of replay().
+    ``directed``: the records may be marked as sent by the capturing host
+    (pcapng epb_flags), which the engine is told (receive_sent).
     ``interface(ifid)`` gives an interface's (link type, FCS bytes, longest
     frame within the MTU ``mtu``); a frame longer goes to ``census`` (a
     report.mtu.MtuCensus).  Returns (first timestamp, last timestamp)."""
@@ -212,7 +214,10 @@ def _feed_records(records, engine, fix, collector, after, writer, interface, ver
         if verifier is not None:
             verifier.add_input(data)
         # the readers' timestamps are ints within the engine's clock
-        out = engine.receive_record(ts, data, wirelen, ifid)
+        if directed and records.outbound:
+            out = engine.receive_sent(ts, data, wirelen, ifid)
+        else:
+            out = engine.receive_record(ts, data, wirelen, ifid)
         if out:
             _deliver(out, fix, collector, after, writer)
             out.clear()
@@ -306,7 +311,7 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
 
             first_ts, last_ts = _feed_records(
                 reader.records_with_interface(), engine, fix, collector, after, pcap_writer, interface, verifier,
-                mtu, reader, census)
+                mtu, reader, census, reader.format == "pcapng")
             _deliver(engine.finish(), fix, collector, after, pcap_writer)
             if writer:
                 writer.close()
@@ -349,6 +354,7 @@ def replay(input_path: str, output_path: Optional[str], settings: Settings,
         totals["irqs"] = st.irqs
         totals["timer_polls"] = st.timer_polls
         totals["normal_batches"] = st.normal_batches
+        totals["outgoing"] = st.outgoing
         verified = verifier.finish() if verifier is not None else None
         return ReplayResult(input_info, settings.as_dict(), totals, collector, st, frames, reader.truncation,
                             over_mtu, first_over_mtu, verified)

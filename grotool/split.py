@@ -27,11 +27,11 @@ from .errors import InputError
 from .gso import NotSegmentable, flow_key, parse, segment
 from .io.capture import CaptureReader, PcapWriter
 from .io.safe_output import check_outputs
-from .linktypes import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2
+from .linktypes import LINK_HEADER_BYTES, LINKTYPE_ETHERNET
 from .report.mtu import DEFAULT_MTU, MtuCensus
 
 LINK_MTU = DEFAULT_MTU
-_LINK_HEADER = {LINKTYPE_ETHERNET: 14, LINKTYPE_LINUX_SLL: 16, LINKTYPE_LINUX_SLL2: 20}
+_LINK_HEADER = LINK_HEADER_BYTES
 
 
 @dataclass

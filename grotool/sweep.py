@@ -110,7 +110,8 @@ def _measure(task: SweepTask) -> dict:
                 for index in d.indices:
                     latencies.append(at - arrivals[index])
 
-        for ts, data, wirelen, ifid in reader.records_with_interface():
+        records = reader.records_with_interface()
+        for ts, data, wirelen, ifid in records:
             fcs = known.get(ifid)
             if fcs is None:
                 # as grotool.replay: per interface link type, FCS stripped before GRO
@@ -123,7 +124,11 @@ def _measure(task: SweepTask) -> dict:
                 data = data[:-fcs]
                 wirelen -= fcs
             arrivals.append(ts)
-            out = engine.receive_record(ts, data, wirelen, ifid)     # a reader's timestamp: in range
+            # a reader's timestamp: in range; a packet the capture marks as sent is the engine's to place
+            if records.outbound:
+                out = engine.receive_sent(ts, data, wirelen, ifid)
+            else:
+                out = engine.receive_record(ts, data, wirelen, ifid)
             if out:
                 take(out)
                 out.clear()

@@ -96,6 +96,30 @@ def test_cooked_and_raw_link_types(linktype, build):
         assert d.layers[0]["ifindex"] == 3
 
 
+@pytest.mark.parametrize("linktype,header,family", [
+    (0, b"\x1e\0\0\0", 30), (0, b"\0\0\0\x1c", 28), (0, b"\x18\0\0\0", 24), (108, b"\0\0\0\x18", 24),
+])
+def test_bsd_loopback_ipv6(linktype, header, family):
+    """NULL: the address family in the capturing host's byte order (either);
+    LOOP: network byte order.  IPv6 is 24, 28 or 30 depending on the BSD."""
+    d = dissect(header + bytes(IPv6(src=A6, dst=B6) / tcp()), linktype)
+    assert d.problem is None and d.l3 == 4 and d.l4 == 44 and d.ethertype == 0x86DD
+    assert d.layers[0].name == ("loop" if linktype == 108 else "null") and d.layers[0]["family"] == family
+    assert d.five_tuple == (6, A6, B6, 40000, 5201) and d.payload_len == 100
+
+
+def test_bsd_loopback_ipv4_and_other_families():
+    packet = bytes(IP(src=A4, dst=B4) / tcp())
+    for linktype, header in ((0, b"\x02\0\0\0"), (0, b"\0\0\0\x02"), (108, b"\0\0\0\x02")):
+        d = dissect(header + packet, linktype)
+        assert d.problem is None and d.l3 == 4 and d.five_tuple == (6, A4, B4, 40000, 5201)
+    # LOOP is big-endian only; 7 is no IP family; 3 bytes is no header
+    for linktype, header in ((108, b"\x02\0\0\0"), (0, b"\x07\0\0\0")):
+        d = dissect(header + packet, linktype)
+        assert d.l3 is None and "address family" in d.problem
+    assert dissect(b"\x02\0\0", 0).problem == "truncated BSD loopback header (3 of 4 bytes captured)"
+
+
 def test_ipv4_options_and_fragments():
     frame = bytes(Ether(**MACS) / IP(src=A4, dst=B4, options=[b"\x94\x04\x00\x00"]) / tcp())
     d = dissect(frame)
@@ -324,7 +348,7 @@ def test_every_truncation_of_a_vxlan_frame_parses():
         # the innermost IP header seen is whole: the outer one (14..34) until the
         # tunnel is entered (64), then the inner one (68..88)
         assert d.l3_ok == (34 <= cut < 64 or cut >= 88), cut
-        for link in (113, 276, 101):
+        for link in (113, 276, 101, 0, 108):
             dissect(frame[:cut], link)
 
 

@@ -188,10 +188,21 @@ def test_link_types_get_a_fixed_ethernet_header():
         assert fr.to_ethernet(lt, raw4) == eth + b"\x08\x00" + raw4
     assert fr.to_ethernet(229, raw6) == eth + b"\x86\xdd" + raw6
     assert fr.to_ethernet(101, raw6) == eth + b"\x86\xdd" + raw6
-    sll = struct.pack("!HHH8sH", 0, 1, 6, b"\x02" * 8, 0x0800) + raw4
+    # cooked: the recorded source address (6 bytes of the 8-byte field) and protocol
+    src = bytes.fromhex("0200000000c7")
+    sll = struct.pack("!HHH8sH", 0, 1, 6, src + b"\x5a\xa5", 0x0800) + raw4
+    assert fr.to_ethernet(113, sll) == fr.FAKE_DST_MAC + src + b"\x08\x00" + raw4
+    sll2 = struct.pack("!HHIHBB8s", 0x86DD, 0, 2, 1, 0, 6, src + b"\x5a\xa5") + raw6
+    assert fr.to_ethernet(276, sll2) == fr.FAKE_DST_MAC + src + b"\x86\xdd" + raw6
+    # an address of another length: the fixed source
+    sll = struct.pack("!HHH8sH", 0, 778, 4, b"\x0a\x00\x00\x01\x5a\xa5\0\0", 0x0800) + raw4
     assert fr.to_ethernet(113, sll) == eth + b"\x08\x00" + raw4
-    sll2 = struct.pack("!HHIHBB8s", 0x86DD, 0, 2, 1, 0, 6, b"\x02" * 8) + raw6
-    assert fr.to_ethernet(276, sll2) == eth + b"\x86\xdd" + raw6
+    # BSD loopback: the address family, NULL in either byte order, LOOP big-endian
+    for lt, header, payload, etype in ((0, b"\x02\0\0\0", raw4, b"\x08\x00"), (0, b"\0\0\0\x02", raw4, b"\x08\x00"),
+                                       (0, b"\x1e\0\0\0", raw6, b"\x86\xdd"), (0, b"\0\0\0\x18", raw6, b"\x86\xdd"),
+                                       (108, b"\0\0\0\x1c", raw6, b"\x86\xdd"), (108, b"\0\0\0\x02", raw4, b"\x08\x00"),
+                                       (108, b"\x02\0\0\0", raw4, b"\x00\x00"), (0, b"\x07\0\0\0", raw4, b"\x00\x00")):
+        assert fr.to_ethernet(lt, header + payload) == eth + etype + payload
     # a raw record of another IP version is not IP, as the simulation's link layer has it
     for version in (0, 5, 7, 15):
         other = bytes([version << 4 | 5]) + raw4[1:]

@@ -21,7 +21,7 @@ def test_document_made_on_first_read_equals_the_collector_document():
     assert doc["totals"] is result.totals
     expected = result.collector.document(result.input_info, Settings(csum="trust").as_dict(),
                                          {"tcp_offloaded": 0, "tcp_verified": 0, "tcp_bad": 0, "ip_header_bad": 0})
-    for key in ("polls", "irqs", "timer_polls", "normal_batches"):
+    for key in ("polls", "irqs", "timer_polls", "normal_batches", "outgoing"):
         expected["totals"][key] = result.totals[key]
     assert json.dumps(doc) == json.dumps(expected)    # same content, same key order
     assert [f["packets_in"] for f in doc["flows"]] == [100, 100, 100, 100]

@@ -20,7 +20,7 @@ from .._build import engine_build
 from ..errors import (EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_INPUT_TRUNCATED, EXIT_SIGNAL_BASE, GrotoolError,
                       Interrupted)
 from ..engine.config import (DEFAULT_RSS_KEY, MAX_GRO_FLUSH_TIMEOUT_NS, MAX_POLL_NS_PER_FRAME, MAX_RX_USECS,
-                             RSS_KEY_MIN, Settings, ipv4_max_size_for)
+                             OUTGOING_MODES, RSS_KEY_MIN, Settings, ipv4_max_size_for)
 from ..report.flows import flow_label
 
 if TYPE_CHECKING:
@@ -276,6 +276,10 @@ from .hostopts import host_options, host_settings, kernel_option, layout_option 
 @click.option("--poll-ns-per-frame", type=click.IntRange(0, MAX_POLL_NS_PER_FRAME), default=0, show_default=True,
               help="nic: time a poll spends per frame; frames arriving meanwhile join the running poll "
                    "(0: polls take no time).")
+@click.option("--outgoing", type=click.Choice(list(OUTGOING_MODES)), default="pass", show_default=True,
+              help="Packets the capture marks as sent by the capturing host (cooked capture packet type "
+                   "outgoing, pcapng direction flag outbound): pass them through unchanged outside GRO "
+                   "(reason outgoing), or receive them as if they had arrived (docs/captures.md).")
 @click.option("--json", "json_path", metavar="FILE", default=None, help="Write the statistics document ('-': stdout).")
 @click.option("--packets", "packets_path", metavar="FILE", default=None,
               help="Write one JSON line per delivered packet: segments, gso_size, reason, input frames covered.")
@@ -298,7 +302,7 @@ from .hostopts import host_options, host_settings, kernel_option, layout_option 
 @user_errors
 def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro, gro_max_size, gro_ipv4_max_size,
            max_skb_frags, gro_normal_batch, hz, rx_queues, rss_key, veth_rss, rx_usecs, rx_frames,
-           gro_flush_timeout, napi_defer_hard_irqs, poll_ns_per_frame, json_path, packets_path, mtu, top,
+           gro_flush_timeout, napi_defer_hard_irqs, poll_ns_per_frame, outgoing, json_path, packets_path, mtu, top,
            output_format, plot_path, quiet, verify, layout, **host):
     """Replay INPUT (pcap/pcapng, gzip ok, '-' for stdin) through simulated GRO;
     write what Linux would deliver to OUTPUT (pcap, or annotated pcapng for a name
@@ -314,7 +318,7 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
                         rx_queues=rx_queues, rss_key=rss_key, rx_usecs=rx_usecs, rx_frames=rx_frames,
                         gro_flush_timeout=gro_flush_timeout, napi_defer_hard_irqs=napi_defer_hard_irqs,
                         poll_ns_per_frame=poll_ns_per_frame, veth_rss=veth_rss, layout=layout or "",
-                        kernel=host.pop("kernel"), **host_settings(host))
+                        outgoing=outgoing, kernel=host.pop("kernel"), **host_settings(host))
     if output_path == "-" and json_path == "-":
         raise click.UsageError("OUTPUT and --json cannot both be standard output")
     _check_outputs([input_path], **{"output capture": output_path, "--json": json_path,

@@ -21,3 +21,4 @@ cdef class Engine:
     @cython.locals(index=Py_ssize_t, out=list)
     cpdef list receive_record(self, long long ts, data, Py_ssize_t wirelen=*, Py_ssize_t interface=*)
     cpdef _advance_devices(self, long long ts, Py_ssize_t interface)
+    cpdef list receive_sent(self, long long ts, data, Py_ssize_t wirelen=*, Py_ssize_t interface=*)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
+from ..linktypes import COOKED_LINKTYPES, is_outgoing
 from .config import TIMESTAMP_YEARS, Settings, timestamp_fits
 from .link import LinkLayer
 from .napi import NicDevice, VethDevice
@@ -26,7 +27,11 @@ class Engine:
     """One capture's receive path.  Each capture interface (pcapng) is its own
     device with its own NAPI state and GRO lists, created on its first frame:
     packets of different devices never merge (gro_list_prepare compares p->dev).
-    Frames of a link type grotool does not parse are passed through unchanged.
+    Frames of a link type grotool does not parse are passed through unchanged,
+    and so are, with ``settings.outgoing == "pass"`` (the default), frames the
+    capture marks as sent by the capturing host (a cooked capture's packet type
+    PACKET_OUTGOING; ``receive_sent`` for a pcapng packet's direction flag):
+    they never went through the receive path.
 
     ``events``: None (off, the default), True (decision events are collected;
     take them with ``drain_events()``), or a callable that receives each
@@ -45,8 +50,10 @@ class Engine:
         self._index = 0
         # interface 0, kept by class too: the compiled build calls its feed (and the link layer's make) directly
         self.device, self._link, self._device_feed = self._new_device(0, linktype)
-        self._nic = self.device if type(self.device) is NicDevice else None
-        self._veth = self.device if type(self.device) is VethDevice else None
+        # the direct paths take every frame to GRO: not for a link type whose frames
+        # are screened for their direction first (_new_device)
+        self._nic = self.device if type(self.device) is NicDevice and self._link is not None else None
+        self._veth = self.device if type(self.device) is VethDevice and self._link is not None else None
         self._others: Dict[int, tuple] = {}          # interface id -> (device, link layer, feed)
         self.interface_linktypes: Dict[int, int] = {}  # link type of interfaces other than 0's, when it differs
 
@@ -73,7 +80,32 @@ class Engine:
             recorder = EventRecorder(self._event_sink, interface)
             for gro in ([device.gro] if hasattr(device, "gro") else [q.gro for q in device.queues]):
                 recorder.attach(gro)
+        if linktype in COOKED_LINKTYPES and self.settings.outgoing == "pass":
+            # the frame says its direction: fed as (ts, data, index), screened, then made
+            return device, None, self._screening(interface, linktype, link, device.feed)
         return device, link, device.feed
+
+    def _screening(self, interface: int, linktype: int, link: LinkLayer, device_feed):
+        """The feed of a device whose frames say whether the capturing host sent
+        them (cooked captures): those pass outside GRO, the others reach it."""
+        make = link.make
+
+        def feed(item) -> None:
+            ts, data, index = item
+            if is_outgoing(linktype, data):
+                self._pass_outgoing(ts, data, index, interface)
+            else:
+                device_feed(make(data, ts, index))
+        return feed
+
+    def _pass_outgoing(self, ts: int, data: bytes, index: int, interface: int) -> None:
+        """A frame the capturing host sent: delivered unchanged, before and outside GRO."""
+        self.stats.outgoing += 1
+        self._out.append(Delivery(ts, data, 1, "outgoing", (index,), interface=interface))
+        if self._event_sink is not None:
+            from .events import outside_gro_event
+
+            self._event_sink(outside_gro_event(index, ts, data, "outgoing", interface))
 
     def _pass_through(self, interface: int):
         sink = self._event_sink
@@ -142,6 +174,18 @@ class Engine:
         else:
             self._device_feed((ts, data, index))
         return out
+
+    def receive_sent(self, ts: int, data: bytes, wirelen: int = -1, interface: int = 0) -> List[Delivery]:
+        """receive_record() for a frame the capture marks as sent by the capturing
+        host (pcapng epb_flags outbound): passed outside GRO, or with
+        ``settings.outgoing == "receive"`` taken as received."""
+        if self.settings.outgoing != "pass":
+            return self.receive_record(ts, data, wirelen, interface)
+        index = self._index
+        self._index = index + 1
+        self.stats.frames = index + 1
+        self._pass_outgoing(ts, data, index, interface)
+        return self._out
 
     def _devices(self):
         yield self.device

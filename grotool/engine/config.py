@@ -34,6 +34,8 @@ def timestamp_fits(ts: int) -> bool:
 MAX_RX_USECS = 1_000_000
 MAX_GRO_FLUSH_TIMEOUT_NS = 10 ** 10
 MAX_POLL_NS_PER_FRAME = 10 ** 9
+# what becomes of the frames a capture marks as sent by the capturing host (Settings.outgoing)
+OUTGOING_MODES = ("pass", "receive")
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,8 @@ class Settings:
     local_tcp: Tuple[str, ...] = ()      # established local TCP sockets: "A:P>B:P" or "B:P" (see hoststate.py)
     layout: str = ""                     # skb layout model (layout.py) for the statistics; "" = not modelled
     kernel: str = "6.18"                 # the kernel release whose GRO is modelled (kernels.py profiles)
+    outgoing: str = "pass"               # frames the capture marks as sent by its host: "pass" (outside GRO)
+                                         # or "receive" (taken as received)
 
     def validate(self) -> None:
         if self.device not in ("nic", "veth"):
@@ -111,6 +115,8 @@ class Settings:
             raise ValueError(f"unknown --layout {self.layout!r} (one of {', '.join(LAYOUTS)})")
         from .kernels import cached_profile
         cached_profile(self.kernel)          # ValueError naming the known kernels
+        if self.outgoing not in OUTGOING_MODES:
+            raise ValueError(f"unknown --outgoing mode {self.outgoing!r} (one of {', '.join(OUTGOING_MODES)})")
         if not 1 <= self.max_skb_frags <= 45:
             raise ValueError("max_skb_frags must be 1..45 (CONFIG_MAX_SKB_FRAGS)")
 

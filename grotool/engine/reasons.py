@@ -102,6 +102,7 @@ REASONS = {
     # grotool's own
     "capture_truncated": ("S", "grotool", "record cut by snaplen (caplen < wire length), nic device: not what the kernel saw, passed through (veth takes it through GRO as captured, as grotool kernel injects it)"),
     "not_ip_link": ("S", "grotool", "link-layer frame grotool cannot feed to GRO (too short for its link header)"),
+    "outgoing": ("S", "grotool", "packet the capturing host sent (cooked capture packet type PACKET_OUTGOING, pcapng epb_flags outbound): it never went through the receive path; passed through unchanged (--outgoing receive: taken as received)"),
     "unknown_link_type": ("S", "grotool", "frame of a link type grotool does not parse (802.11, USB, ...): passed through unchanged"),
 }
 

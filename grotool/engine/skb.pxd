@@ -70,7 +70,7 @@ cdef class Delivery:
 
 cdef class Stats:
     cdef public long long frames, csum_offloaded, csum_verified, csum_bad, ip_csum_bad
-    cdef public long long polls, irqs, timer_polls, normal_batches, tcp_fraglist_assumed
+    cdef public long long polls, irqs, timer_polls, normal_batches, tcp_fraglist_assumed, outgoing
     cdef public dict udp_no_gro_path, udp_tunnel_payloads
 
 cpdef _fill(Delivery delivery, long long ts, bytes data, Py_ssize_t segs, str reason, tuple indices, bytes key,

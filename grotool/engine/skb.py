@@ -436,12 +436,14 @@ class Stats:
         "udp_no_gro_path",      # destination port -> datagrams
         "udp_tunnel_payloads",  # of those ports, the ones whose first datagram held "vxlan" or "geneve"
         "tcp_fraglist_assumed",  # TCP segments taken as forwarded (rx-gro-list, no --local-tcp for them)
+        "outgoing",             # frames the capture marks as sent by the capturing host
     )
 
     def __init__(self, frames: int = 0, csum_offloaded: int = 0, csum_verified: int = 0, csum_bad: int = 0,
                  ip_csum_bad: int = 0, polls: int = 0, irqs: int = 0, timer_polls: int = 0,
                  normal_batches: int = 0, udp_no_gro_path: Optional[Dict[int, int]] = None,
-                 tcp_fraglist_assumed: int = 0, udp_tunnel_payloads: Optional[Dict[int, str]] = None):
+                 tcp_fraglist_assumed: int = 0, udp_tunnel_payloads: Optional[Dict[int, str]] = None,
+                 outgoing: int = 0):
         self.frames = frames
         self.csum_offloaded = csum_offloaded
         self.csum_verified = csum_verified
@@ -454,6 +456,7 @@ class Stats:
         self.udp_no_gro_path = {} if udp_no_gro_path is None else udp_no_gro_path
         self.tcp_fraglist_assumed = tcp_fraglist_assumed
         self.udp_tunnel_payloads = {} if udp_tunnel_payloads is None else udp_tunnel_payloads
+        self.outgoing = outgoing
 
     def __eq__(self, other):
         return _slots_equal(Stats, self, other)

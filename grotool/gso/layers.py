@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Optional
 
-from ..linktypes import LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, RAW_LINKTYPES
+from ..linktypes import (LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, LOOPBACK_LINKTYPES, RAW_LINKTYPES,
+                         loopback_ethertype)
 
 ETH_P_IP = 0x0800
 ETH_P_IPV6 = 0x86DD
@@ -85,6 +86,11 @@ def parse(data: bytes, linktype: int, tunnel: Optional[bool] = None) -> Chain:
         layers.append(Layer("link", 0, hlen))
         proto = _u16(data, proto_at)
         off = hlen
+    elif linktype in LOOPBACK_LINKTYPES:
+        _need(data, 4, "link")
+        layers.append(Layer("link", 0, 4))
+        proto = loopback_ethertype(linktype, data)      # the address family; 0 when not IP
+        off = 4
     elif linktype in RAW_LINKTYPES:
         _need(data, 1, "IP")
         version = data[0] >> 4

@@ -7,6 +7,7 @@ from cpython.bytes cimport PyBytes_FromStringAndSize
 cdef class _Records:
     cdef public long long ts
     cdef public Py_ssize_t wirelen, interface
+    cdef public bint outbound
     cpdef next_data(self)
 
 cdef class _PcapngRecords(_Records):

@@ -47,6 +47,10 @@ SNAPLEN_SLACK_BYTES = 1 << 20
 LINKTYPE_MASK = 0x03FFFFFF
 FCS_PRESENT_BIT = 0x04000000
 MAX_PCAPNG_BLOCK_BYTES = 1 << 26
+# pcapng Enhanced Packet Block option epb_flags: its two low bits are the direction
+EPB_FLAGS = 2
+EPB_DIRECTION_MASK = 0x3
+EPB_OUTBOUND = 0x2
 # PcapWriter hands records over this much at a time, or this many pieces (two
 # a record): IOV_MAX on Linux, so the write-behind thread writes a hand-over
 # with one os.writev.  Every hand-over costs the replay GIL hand-offs to that
@@ -170,10 +174,13 @@ GZIP_CUT_DETAIL = "the gzip stream ends without its end marker"
 
 class _Records:
     """A capture's records one at a time: ``next_data()`` returns the next
-    record's data (None at the end) and leaves its timestamp, original length
-    and interface in ``ts``, ``wirelen`` and ``interface`` (the replay loop
-    reads them there, no tuple per record); iterating gives
-    ``(ts_ns, data, wirelen, interface)`` tuples."""
+    record's data (None at the end) and leaves its timestamp, original length,
+    interface and direction in ``ts``, ``wirelen``, ``interface`` and
+    ``outbound`` (the replay loop reads them there, no tuple per record);
+    iterating gives ``(ts_ns, data, wirelen, interface)`` tuples.  ``outbound``
+    is True for a packet the capture marks as sent by the capturing host
+    (pcapng epb_flags); a pcap file records no direction outside the link
+    header (a cooked capture's packet type: grotool.linktypes.is_outgoing)."""
 
     def __iter__(self) -> "_Records":
         return self
@@ -189,19 +196,20 @@ class _Records:
 
 
 class _PcapngRecords(_Records):
-    """The ``(ts_ns, data, wirelen, interface)`` records of a pcapng file as _Records."""
+    """The ``(ts_ns, data, wirelen, interface, outbound)`` records of a pcapng file as _Records."""
 
-    def __init__(self, records: Iterator[Tuple[int, bytes, int, int]]):
+    def __init__(self, records: Iterator[Tuple[int, bytes, int, int, bool]]):
         self.records = records
         self.ts = 0
         self.wirelen = 0
         self.interface = 0
+        self.outbound = False
 
     def next_data(self) -> Optional[bytes]:
         record = next(self.records, None)
         if record is None:
             return None
-        self.ts, data, self.wirelen, self.interface = record
+        self.ts, data, self.wirelen, self.interface, self.outbound = record
         return data
 
 
@@ -251,6 +259,7 @@ class _PcapRecords(_Records):
         self.ts = 0                  # the last record's, as next_data leaves them
         self.wirelen = 0
         self.interface = 0
+        self.outbound = False
 
     def refill(self, need: int) -> None:
         """Keep the unread tail and add behind it until ``need`` bytes are
@@ -442,7 +451,8 @@ class CaptureReader:
         if self.linktype is not None and self.linktype not in SUPPORTED_LINKTYPES and not any_linktype:
             raise InputError(
                 f"{self.name}: unsupported link type {self.linktype}; supported: "
-                "Ethernet (1), raw IP (101, 12, 14), IPv4 (228), IPv6 (229), Linux SLL (113), SLL2 (276)"
+                "Ethernet (1), raw IP (101, 12, 14), IPv4 (228), IPv6 (229), Linux SLL (113), SLL2 (276), "
+                "BSD loopback (0, 108)"
             )
 
     def _truncated(self, record: int, offset: int, detail: str) -> None:
@@ -574,8 +584,8 @@ class CaptureReader:
             yield code, body[pos + 4:pos + 4 + length]
             pos += 4 + ((length + 3) & ~3)
 
-    def _pcapng_records(self) -> Iterator[Tuple[int, bytes, int, int]]:
-        """(ts_ns, data, wirelen, interface id) of every packet block."""
+    def _pcapng_records(self) -> Iterator[Tuple[int, bytes, int, int, bool]]:
+        """(ts_ns, data, wirelen, interface id, outbound) of every packet block."""
         self._e = "<"
         interfaces = []   # (linktype, units_per_second, offset_ns)
         index = 0
@@ -643,10 +653,16 @@ class CaptureReader:
                     ts = ts_units * 1000
                 else:
                     ts = ts_units * 1_000_000_000 // units
+                outbound = False
+                options_at = data_at + ((caplen + 3) & ~3)
+                if btype == 6 and options_at + 4 <= len(body):
+                    for code, val in self._options(body, options_at, e):
+                        if code == EPB_FLAGS and len(val) == 4:
+                            outbound = struct.unpack(e + "I", val)[0] & EPB_DIRECTION_MASK == EPB_OUTBOUND
                 index += 1
                 self._records_read = index
                 yield (self._timestamp(ts + toff, index, off), body[data_at:data_at + caplen], wirelen,
-                       self._section_base + ifid)
+                       self._section_base + ifid, outbound)
             elif btype == 2:  # obsolete Packet Block
                 if len(body) < 20:
                     raise InputError(f"{self.name}: packet block too short at byte offset {off}")
@@ -660,7 +676,7 @@ class CaptureReader:
                 index += 1
                 self._records_read = index
                 yield (self._timestamp(((hi << 32) | lo) * 1_000_000_000 // units + toff, index, off),
-                       body[20:20 + caplen], wirelen, self._section_base + ifid)
+                       body[20:20 + caplen], wirelen, self._section_base + ifid, False)
             # other blocks (name resolution, statistics, custom, DSB) are skipped
 
     def _timestamp(self, ts: int, index: int, off: int) -> int:
@@ -688,11 +704,12 @@ class CaptureReader:
     def __iter__(self) -> Iterator[Record]:
         if self.format == "pcap":
             return ((ts, data, wirelen) for ts, data, wirelen, _ in self._iter)
-        return ((ts, data, wirelen) for ts, data, wirelen, _ in self._iter_pcapng())
+        return ((ts, data, wirelen) for ts, data, wirelen, _, _ in self._iter_pcapng())
 
     def records_with_interface(self) -> _Records:
         """(ts_ns, data, wirelen, interface id): pcapng interfaces are numbered in
-        file order across sections; a pcap file has the one interface 0."""
+        file order across sections; a pcap file has the one interface 0.  Each
+        record's direction is in the _Records' ``outbound`` after next_data()."""
         if self.format == "pcap":
             return self._iter                       # a pcap file's records carry interface 0
         return _PcapngRecords(self._iter_pcapng())

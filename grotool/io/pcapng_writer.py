@@ -34,6 +34,7 @@ EPB_QUEUE = 6
 
 # epb_flags bits (pcapng spec, "epb_flags")
 FLAG_INBOUND = 0x1                   # bits 0-1: 01 = inbound
+FLAG_OUTBOUND = 0x2                  # bits 0-1: 10 = outbound
 FLAG_CSUM_NOT_READY = 1 << 9         # checksum field not filled in (offload pending)
 FLAG_CSUM_VALID = 1 << 10            # checksum already checked on the receive path
 FLAG_TSO = 1 << 11                   # one packet made of several received link-layer packets
@@ -195,7 +196,8 @@ def frame_ranges(indices: Sequence[int]) -> str:
 def delivery_annotation(delivery, l4_csum: str = "partial") -> Tuple[str, int]:
     """(comment, epb_flags) of one delivered packet.
 
-    Flags: always inbound.  A super-packet also gets the "several link-layer
+    Flags: inbound, except a packet the capturing host sent (reason
+    ``outgoing``): outbound.  A super-packet also gets the "several link-layer
     packets" bit, and "checksum not ready" when its TCP checksum holds the
     pseudo-header seed (``--l4-csum partial``, the kernel's CHECKSUM_PARTIAL)
     or "checksum valid" when grotool wrote a full one.  A packet that was not
@@ -207,7 +209,7 @@ def delivery_annotation(delivery, l4_csum: str = "partial") -> Tuple[str, int]:
     effect, function, meaning = REASONS.get(delivery.reason, ("?", "?", ""))
     frames = frame_ranges(delivery.indices)
     plural = "s" if len(delivery.indices) != 1 else ""
-    flags = FLAG_INBOUND
+    flags = FLAG_OUTBOUND if delivery.reason == "outgoing" else FLAG_INBOUND
     if delivery.segs > 1:
         flags |= FLAG_TSO | (FLAG_CSUM_VALID if l4_csum == "full" else FLAG_CSUM_NOT_READY)
         gso_type = "+".join(delivery.gso_type) or "none"

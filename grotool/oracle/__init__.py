@@ -17,12 +17,14 @@ rx-udp-gro-forwarding, rx-gro-list, UDP_GRO sockets, VXLAN/GENEVE ports and
 local established TCP flows; ``udp_gro="off|forward|fraglist"`` is the
 deprecated older form of the first two.
 
-Link types: Ethernet frames are injected as they are; raw IPv4/IPv6 (101,
-228, 229, 12, 14) and Linux cooked captures (SLL 113, SLL2 276) get a fixed
-Ethernet header (02:00:00:00:00:01 -> 02:00:00:00:00:02, ethertype from the
-IP version or the SLL protocol field; a raw record whose version is neither 4
-nor 6 gets ethertype 0, not IP, as in the simulation's link layer), and the
-output pcap is Ethernet.
+Link types: Ethernet frames are injected as they are; the others get an
+Ethernet header to 02:00:00:00:00:02 (frames.to_ethernet): raw IPv4/IPv6
+(101, 228, 229, 12, 14) and BSD loopback (NULL 0, LOOP 108) from
+02:00:00:00:00:01 with the ethertype of the IP version or address family (a
+record of neither IPv4 nor IPv6 gets ethertype 0, not IP, as in the
+simulation's link layer); Linux cooked captures (SLL 113, SLL2 276) from
+their recorded 6-byte source address with their protocol field.  The output
+pcap is Ethernet.
 An FCS the capture declares is stripped (the kernel never sees one).
 
 Output: a nanosecond pcap of the packets the kernel delivered, in delivery

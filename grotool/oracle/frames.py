@@ -14,12 +14,13 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..dissect import (ETH_P_IP, ETH_P_IPV6, ETH_P_TEB, IPPROTO_GRE, IPPROTO_IPIP, IPPROTO_IPV6,  # noqa: F401
                        IPPROTO_TCP, IPPROTO_UDP, Checksum, Dissection, addr_text, dissect)
+from ..linktypes import LOOPBACK_LINKTYPES, loopback_ethertype
 
 ETH_HLEN = 14
 VLAN_TPIDS = (0x8100, 0x88A8)
 NO_PORTS: frozenset = frozenset()
 
-# Fixed addresses of the Ethernet header given to raw-IP and cooked (SLL) frames.
+# Fixed addresses of the Ethernet header given to raw-IP, loopback and cooked (SLL) frames.
 FAKE_DST_MAC = bytes.fromhex("020000000002")
 FAKE_SRC_MAC = bytes.fromhex("020000000001")
 
@@ -338,11 +339,16 @@ def fix_seed_checksum(frame: bytes, *, vxlan_ports: Iterable[int] = NO_PORTS,
 def to_ethernet(linktype: int, data: bytes) -> bytes:
     """The frame as veth takes it.
 
-    Ethernet is used as it is.  Raw IP (101, 228, 229, 12, 14) and Linux cooked
-    captures (SLL 113, SLL2 276) get a fixed Ethernet header (02:00:00:00:00:01
-    -> 02:00:00:00:00:02); the ethertype comes from the IP version nibble (raw:
-    4 or 6, any other version gets ethertype 0) or the SLL protocol field.  The
-    oracle's output is Ethernet in every case.
+    Ethernet is used as it is.  The other link types get an Ethernet header
+    with the fixed destination 02:00:00:00:00:02 (a cooked capture does not
+    record the destination; docs/captures.md): raw IP (101, 228, 229, 12, 14)
+    and BSD loopback (NULL 0, LOOP 108) get the fixed source
+    02:00:00:00:00:01 and the ethertype of the IP version nibble (raw: 4 or 6)
+    or of the address family (loopback: 2 IPv4; 24, 28, 30 IPv6); any other
+    gets ethertype 0, not IP, as in the simulation's link layer.  Linux cooked
+    captures (SLL 113, SLL2 276) keep their protocol field and, when the
+    address is 6 bytes (sll_halen), their source address (the fixed one
+    otherwise).  The oracle's output is Ethernet in every case.
     Raises ValueError when the record is too short for its link header.
     """
     if linktype == LINKTYPE_ETHERNET:
@@ -357,14 +363,20 @@ def to_ethernet(linktype: int, data: bytes) -> bytes:
         # no GRO handler), so the kernel gets no IP ethertype for it either
         etype = ETH_P_IP if version == 4 else ETH_P_IPV6 if version == 6 else 0
         return FAKE_DST_MAC + FAKE_SRC_MAC + struct.pack("!H", etype) + data
+    if linktype in LOOPBACK_LINKTYPES:
+        if len(data) < 4:
+            raise ValueError(f"{len(data)} bytes is shorter than a BSD loopback header")
+        return FAKE_DST_MAC + FAKE_SRC_MAC + struct.pack("!H", loopback_ethertype(linktype, data)) + data[4:]
     if linktype == LINKTYPE_LINUX_SLL:
         if len(data) < 16:
             raise ValueError(f"{len(data)} bytes is shorter than a Linux cooked (SLL) header")
-        return FAKE_DST_MAC + FAKE_SRC_MAC + data[14:16] + data[16:]
+        src = data[6:12] if data[4:6] == b"\x00\x06" else FAKE_SRC_MAC
+        return FAKE_DST_MAC + src + data[14:16] + data[16:]
     if linktype == LINKTYPE_LINUX_SLL2:
         if len(data) < 20:
             raise ValueError(f"{len(data)} bytes is shorter than a Linux cooked v2 (SLL2) header")
-        return FAKE_DST_MAC + FAKE_SRC_MAC + data[0:2] + data[20:]
+        src = data[12:18] if data[11] == 6 else FAKE_SRC_MAC
+        return FAKE_DST_MAC + src + data[0:2] + data[20:]
     raise ValueError(f"unsupported link type {linktype}")
 
 
