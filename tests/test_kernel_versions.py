@@ -282,3 +282,17 @@ def test_kernels_command_marks_the_rows_of_a_release():
     assert [r["id"] for r in doc["rows"]] == [r.id for r in ROWS]
     bad = CliRunner().invoke(main, ["kernels", "--kernel", "6.3"])
     assert bad.exit_code == 2 and "known are 6.18" in bad.output
+
+
+def test_L1_from_6_10_the_version_nibble_picks_the_l3_checks():
+    # IPv6 headers whose version nibble says 4: before 6.10 ipv6_gro_receive checks them as
+    # IPv6 and they merge; 6.10 to 6.17 check them as IPv4 (the payload length taken for a
+    # constant ID without DF: a flush); 6.18 lets that fixed ID be (row L2)
+    frames = []
+    for i in range(4):
+        frame = bytearray(tcp(1000, seq=1000 + i * 1000, family=6))
+        frame[14] = (frame[14] & 0x0F) | 0x40
+        frames.append(bytes(frame))
+    assert segs(frames, "6.1", csum="trust") == [4]
+    assert segs(frames, "6.12", csum="trust") == [1, 1, 1, 1]
+    assert segs(frames, "6.18", csum="trust") == [4]

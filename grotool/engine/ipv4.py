@@ -56,6 +56,8 @@ def inet_gro_receive(bucket, skb, gro):
     mark = skb.encap_mark
     if not mark:
         skb.outer_family = 4
+    else:
+        skb.inner_family = 4
     skb.network_offsets[mark] = off
     skb.off = off + 20
     # indirect_call_gro_receive: gro_recursion_inc_test, inlined

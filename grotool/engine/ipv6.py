@@ -29,6 +29,8 @@ def ipv6_gro_receive(bucket, skb, gro):
         return None
     if not skb.encap_mark:
         skb.outer_family = 6
+    else:
+        skb.inner_family = 6
     skb.network_offsets[skb.encap_mark] = off
     raw = data     # the same bytes read in place (a C pointer in the compiled build): 40 are present
     pending = ((raw[off + 4] << 8) | raw[off + 5]) != len(data) - off - 40

@@ -57,8 +57,9 @@ def ipv6_gro_flush(p, skb, offset, inner, gro):
 
 
 def network_flush(p, skb, offset, inner, gro):
-    """__gro_receive_network_flush: a version nibble of 6 selects ipv6_gro_flush."""
-    if skb.data[offset] >> 4 == 6:
+    """__gro_receive_network_flush: a version nibble of 6 selects ipv6_gro_flush
+    (from 6.10, row L1; before, the IP layer that parsed the header checked it)."""
+    if (skb.data[offset] >> 4 == 6) if gro.ipid_rule else (skb.inner_family if inner else skb.outer_family) == 6:
         return ipv6_gro_flush(p, skb, offset, inner, gro)
     return inet_gro_flush(p, skb, offset, inner, gro)
 

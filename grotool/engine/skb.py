@@ -56,6 +56,7 @@ class Skb:
         "network_offsets",  # [outer, inner] L3 header offsets (from the frame start)
         "encap_mark",
         "outer_family",  # 4 or 6: the family of the outermost IP header
+        "inner_family",  # 4 or 6: the family of the inner IP header (encapsulated), else 0
         "l4_off",        # transport header offset
         "same_flow",     # set when merged into a held packet
         "ip_fixedid",    # bit 0 outer, bit 1 inner (inet_gro_flush)
@@ -110,6 +111,7 @@ def _init_skb(skb, data, ts, index, l2_len, hash_, protocol, key) -> None:
     skb.network_offsets = [l2_len, l2_len]
     skb.encap_mark = 0
     skb.outer_family = 0
+    skb.inner_family = 0
     skb.l4_off = 0
     skb.same_flow = False
     skb.recursion = 0

@@ -349,7 +349,7 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
             # gro_receive_network_flush: outer header, then inner if encapsulated
             # (network_flush's version-nibble dispatch, inlined for the outer one)
             outer = skb.network_offsets[0]
-            if data[outer] >> 4 == 6:
+            if (data[outer] >> 4 == 6) if gro.ipid_rule else skb.outer_family == 6:
                 reason = ipv6_gro_flush(p, skb, outer, 0, gro)
             else:
                 reason = inet_gro_flush(p, skb, outer, 0, gro)
