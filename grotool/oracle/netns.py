@@ -74,6 +74,18 @@ def kernel_config(options=CONFIG_OPTIONS) -> Dict[str, str]:
                         found[opt] = "n"
     except (OSError, EOFError):
         pass
+    if not found and os.environ.get("GROTOOL_KERNEL_CONFIG"):
+        # a kernel without /proc/config.gz (Debian's): its build config as a file (the VM guest sets this)
+        try:
+            with open(os.environ["GROTOOL_KERNEL_CONFIG"]) as f:
+                for line in f:
+                    for opt in options:
+                        if line.startswith(opt + "="):
+                            found[opt] = line.strip().split("=", 1)[1]
+                        elif line.startswith(f"# {opt} is not set"):
+                            found[opt] = "n"
+        except OSError:
+            pass
     return found
 
 
