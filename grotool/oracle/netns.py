@@ -74,29 +74,36 @@ _config_cache: Dict[tuple, Dict[str, str]] = {}
 def _read_kernel_config(options) -> Dict[str, str]:
     import gzip
 
-    found: Dict[str, str] = {}
     try:
         with gzip.open("/proc/config.gz", "rt") as f:
-            for line in f:
-                for opt in options:
-                    if line.startswith(opt + "="):
-                        found[opt] = line.strip().split("=", 1)[1]
-                    elif line.startswith(f"# {opt} is not set"):
-                        found[opt] = "n"
+            found = parse_config(f, options)
     except (OSError, EOFError):
-        pass
+        found = {}
     if not found and os.environ.get("GROTOOL_KERNEL_CONFIG"):
         # a kernel without /proc/config.gz (Debian's): its build config as a file (the VM guest sets this)
-        try:
-            with open(os.environ["GROTOOL_KERNEL_CONFIG"]) as f:
-                for line in f:
-                    for opt in options:
-                        if line.startswith(opt + "="):
-                            found[opt] = line.strip().split("=", 1)[1]
-                        elif line.startswith(f"# {opt} is not set"):
-                            found[opt] = "n"
-        except OSError:
-            pass
+        found = config_file(os.environ["GROTOOL_KERNEL_CONFIG"], options)
+    return found
+
+
+def config_file(path: str, options=CONFIG_OPTIONS) -> Dict[str, str]:
+    """The options of a kernel build config file (boot/config-RELEASE); {} if unreadable."""
+    try:
+        with open(path) as f:
+            return parse_config(f, options)
+    except OSError:
+        return {}
+
+
+def parse_config(lines, options) -> Dict[str, str]:
+    found: Dict[str, str] = {}
+    for line in lines:
+        if not line.startswith(("CONFIG_", "# CONFIG_")):
+            continue
+        for opt in options:
+            if line.startswith(opt + "="):
+                found[opt] = line.strip().split("=", 1)[1]
+            elif line.startswith(f"# {opt} is not set"):
+                found[opt] = "n"
     return found
 
 

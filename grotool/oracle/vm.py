@@ -317,7 +317,7 @@ def _load_order(image: VmImage, wanted: Sequence[str]) -> List[str]:
         elif mod not in builtin:
             feature = {"9p": "the 9p file system (CONFIG_9P_FS)", "9pnet_virtio": "virtio-9p (CONFIG_NET_9P_VIRTIO)",
                        "virtio_pci": "virtio PCI (CONFIG_VIRTIO_PCI)"}.get(mod, mod)
-            raise EnvironmentProblem(f"the kernel {image.name} ({image.release}) has no {feature}, "
+            raise EnvironmentProblem(f"the kernel {image.name} ({image.release}) lacks {feature}, "
                                      "which grotool kernel --vm needs to reach the host's files")
     return order
 
@@ -535,6 +535,13 @@ class VmSession:
                 "version": self.guest.get("version"), "accel": self.accel, "qemu_cpu": "host" if self.accel == "kvm" else "max",
                 "boot_seconds": round(self.boot_seconds, 2), "modules": self.guest.get("modules", {}),
                 "gro_flush_timeout_ns": self.guest.get("flush_timeout_ns")}
+
+    def kernel_config(self) -> Dict[str, str]:
+        """The guest kernel's build options that matter to GRO (netns.CONFIG_OPTIONS), from
+        the image's config file; {} when the image has none."""
+        from .netns import config_file
+
+        return config_file(str(self.image.config)) if self.image and self.image.config else {}
 
     def replay(self, frames: Sequence[bytes], timestamps: Optional[Sequence[int]] = None, *, csum: str = "auto",
                host: Optional[HostState] = None, udp_gro: Optional[str] = None, batch: int = 64,
