@@ -269,6 +269,7 @@ class KernelSession:
         # --rss: each frame's mark is its RSS hash, which an egress eBPF program makes skb->hash
         self.hasher = bpf.FrameHasher(rss_key) if rss_key is not None else None
         self.hash_program: Optional[bpf.HashFromMark] = None
+        self.xdp_program: Optional[bpf.XdpPass] = None      # kernels before 5.13 (netns.gro_needs_xdp)
 
     # -- lifetime -------------------------------------------------------------------
     def __enter__(self) -> "KernelSession":
@@ -278,6 +279,8 @@ class KernelSession:
         atexit.register(self.ns.remove)
         try:
             self.ns.create()
+            if self.ns.xdp:
+                self._attach_xdp()
             self._open_sockets()
             if self.hasher is not None:
                 self._attach_hash_program()
@@ -303,9 +306,10 @@ class KernelSession:
                     except OSError:
                         pass
             self.rx = self.tx = self.tx_vnet = None
-            if self.hash_program is not None:
-                self.hash_program.close()
-                self.hash_program = None
+            for program in (self.hash_program, self.xdp_program):
+                if program is not None:
+                    program.close()
+            self.hash_program = self.xdp_program = None
             self.ns.remove()
             atexit.unregister(self.ns.remove)
             if self._signals:
@@ -389,6 +393,13 @@ class KernelSession:
         self.rx, self.tx, self.tx_vnet = rx, tx, tx_vnet
         self._drain()
         self._socket_stats()             # reading PACKET_STATISTICS resets it
+
+    def _attach_xdp(self) -> None:
+        back = self.ns.enter()
+        try:
+            self.xdp_program = bpf.XdpPass(socket.if_nametoindex(RX_DEV))
+        finally:
+            self.ns.leave(back)
 
     def _attach_hash_program(self) -> None:
         """--rss: the mark-to-hash program on the sending veth's egress (bpf.py)."""
@@ -532,7 +543,7 @@ class KernelSession:
             raise RuntimeError("KernelSession.replay outside its 'with' block")
         frames = [bytes(f) for f in frames]
         for i, f in enumerate(frames):
-            check_frame(f, i)
+            check_frame(f, i, self.ns.mtu)
         if timestamps is None:
             timestamps = list(range(len(frames)))
         elif len(timestamps) != len(frames):
@@ -718,19 +729,20 @@ def tcp_flows(frames: Sequence[bytes], vxlan_ports=()) -> List[Tuple[Endpoint, E
             for s, sp, d, dp in seen]
 
 
-def frame_problem(frame: bytes) -> Optional[str]:
+def frame_problem(frame: bytes, mtu: int = MTU) -> Optional[str]:
     """Why veth cannot carry this Ethernet frame, or None."""
     if len(frame) < fr.ETH_HLEN:
         return f"{len(frame)} bytes, shorter than an Ethernet header"
-    limit = MAX_FRAME + (4 if frame[12:14] in (b"\x81\x00", b"\x88\xa8") else 0)
+    limit = mtu + fr.ETH_HLEN + (4 if frame[12:14] in (b"\x81\x00", b"\x88\xa8") else 0)
     if len(frame) > limit:
-        return f"{len(frame)} bytes, more than veth's MTU {MTU} allows ({limit} with the Ethernet header)"
+        why = " (the XDP program that GRO on veth needs before Linux 5.13 limits it)" if mtu != MTU else ""
+        return f"{len(frame)} bytes, more than veth's MTU {mtu} allows ({limit} with the Ethernet header){why}"
     return None
 
 
-def check_frame(frame: bytes, index: int) -> None:
+def check_frame(frame: bytes, index: int, mtu: int = MTU) -> None:
     """InputError for a frame veth cannot carry."""
-    problem = frame_problem(frame)
+    problem = frame_problem(frame, mtu)
     if problem:
         raise InputError(f"frame {index} is {problem}")
 

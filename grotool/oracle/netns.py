@@ -41,6 +41,10 @@ NETNS_DIR = "/run/netns"
 TX_DEV = "gtx"
 RX_DEV = "grx"
 MTU = 65535
+# With an XDP program (kernels before 5.13, see gro_needs_xdp) veth refuses an MTU whose
+# frames do not fit one page with XDP headroom and skb_shared_info (veth_xdp_set): 4096 -
+# 256 - 14 - 320 = 3506 on x86_64; a little less for margin.
+XDP_MTU = 3500
 CLONE_NEWNET = 0x40000000
 UDP_GRO_MODES = ("off", "forward", "fraglist")
 _TOOL_PACKAGES = {"ip": "iproute2", "ethtool": "ethtool"}
@@ -222,6 +226,16 @@ def parse_features(text: str) -> Dict[str, str]:
     return out
 
 
+def gro_needs_xdp(release: Optional[str] = None) -> bool:
+    """Whether veth does GRO only with an XDP program on the receiving end: before
+    5.13 (veth_gro_requested is 5.13's) NAPI, and so GRO, runs only for a veth with
+    XDP.  GROTOOL_ORACLE_XDP=1 forces the XDP setup on any kernel (to test it)."""
+    if os.environ.get("GROTOOL_ORACLE_XDP") == "1":
+        return True
+    m = re.match(r"(\d+)\.(\d+)", release or os.uname().release)
+    return m is not None and (int(m.group(1)), int(m.group(2))) < (5, 13)
+
+
 class KernelLacksFeature(EnvironmentProblem):
     """The running kernel cannot do what a host option asks (e.g. no GENEVE): exit 4."""
 
@@ -245,6 +259,8 @@ class VethNamespace:
         self.udp_gro = host.legacy_udp_gro
         self.flush_timeout_ns = int(flush_timeout_ns)
         self.defer_hard_irqs = int(defer_hard_irqs)
+        self.xdp = gro_needs_xdp()               # the session attaches an XDP_PASS program to RX_DEV
+        self.mtu = XDP_MTU if self.xdp else MTU
         self.created = False
         self.drop_filter = False
         self.features: Dict[str, Dict[str, str]] = {}
@@ -286,8 +302,8 @@ class VethNamespace:
                  "for f in /proc/sys/net/ipv6/conf/all/disable_ipv6 /proc/sys/net/ipv6/conf/default/disable_ipv6; "
                  "do [ -e $f ] && echo 1 > $f; done; true")
         _run(["ip", "-n", self.name, "link", "add", "name", TX_DEV, "numtxqueues", "1", "numrxqueues", "1",
-              "mtu", str(MTU), "type", "veth", "peer", "name", RX_DEV, "numtxqueues", "1", "numrxqueues", "1",
-              "mtu", str(MTU)])
+              "mtu", str(self.mtu), "type", "veth", "peer", "name", RX_DEV, "numtxqueues", "1", "numrxqueues", "1",
+              "mtu", str(self.mtu)])
         # veth only takes the NAPI/GRO path for skbs from a peer without TSO
         self.ns_exec("ethtool", "-K", TX_DEV, "tso", "off", "gso", "off")
         self.ns_exec("ethtool", "-K", RX_DEV, "gro", "on", "lro", "off",
@@ -520,7 +536,7 @@ class VethNamespace:
             except OSError:
                 return {}
 
-        return {"netns": self.name, "tx_dev": TX_DEV, "rx_dev": RX_DEV, "mtu": MTU,
+        return {"netns": self.name, "tx_dev": TX_DEV, "rx_dev": RX_DEV, "mtu": self.mtu, "xdp_pass_on_rx": self.xdp,
                 "gro_flush_timeout_ns": self.flush_timeout_ns, "napi_defer_hard_irqs": self.defer_hard_irqs,
                 "udp_gro": self.udp_gro, "ingress_drop_filter": self.drop_filter,
                 "host": self.host.to_json(),

@@ -545,10 +545,13 @@ class VmSession:
 
     def replay(self, frames: Sequence[bytes], timestamps: Optional[Sequence[int]] = None, *, csum: str = "auto",
                host: Optional[HostState] = None, udp_gro: Optional[str] = None, batch: int = 64,
-               rss_key: Optional[bytes] = None, max_seconds: float = 300, with_hint: bool = True):
+               rss_key: Optional[bytes] = None, max_seconds: float = 300, with_hint: bool = True,
+               guest_env: Optional[Dict[str, str]] = None):
         """Replay Ethernet frames in the guest: a KernelReplayResult as kernel_replay gives,
         its ``settings["vm"]`` describing the guest.  A GrotoolError raised in the guest is
-        raised here as the same class with the same message."""
+        raised here as the same class with the same message.  ``guest_env``: environment
+        variables the guest's oracle sees while it sets up this replay's namespace (e.g.
+        GROTOOL_ORACLE_XDP=1); replays with other values get their own namespace."""
         from .kernel import check_frame
 
         if self.proc is None or self.jobdir is None:
@@ -565,7 +568,8 @@ class VmSession:
             check_frame(f, i)
         job_id = next(self._ids)
         job = {"frames": frames, "timestamps": list(timestamps) if timestamps is not None else None,
-               "csum": csum, "host": host, "batch": batch, "rss_key": rss_key, "hint": with_hint}
+               "csum": csum, "host": host, "batch": batch, "rss_key": rss_key, "hint": with_hint,
+               "env": dict(guest_env or {})}
         tmp = self.jobdir / "jobs" / f".{job_id}.tmp"
         tmp.write_bytes(pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL))
         os.rename(tmp, self.jobdir / "jobs" / f"{job_id:08d}.job")

@@ -87,14 +87,24 @@ def serve(jobdir: str) -> None:
                     job = pickle.loads(f.read())
                 os.unlink(path)
                 started = time.monotonic()
-                key = (job["host"], job["rss_key"])
+                env = job.get("env") or {}
+                key = (job["host"], job["rss_key"], tuple(sorted(env.items())))
                 answer = {}
                 try:
                     ks = sessions.get(key)
                     if ks is None:
-                        ks = KernelSession(host=job["host"], max_seconds=10 ** 7, rss_key=job["rss_key"],
-                                           flush_timeout_ns=GUEST_FLUSH_TIMEOUT_NS)
-                        ks.__enter__()
+                        saved = {k: os.environ.get(k) for k in env}
+                        os.environ.update(env)
+                        try:
+                            ks = KernelSession(host=job["host"], max_seconds=10 ** 7, rss_key=job["rss_key"],
+                                               flush_timeout_ns=GUEST_FLUSH_TIMEOUT_NS)
+                            ks.__enter__()
+                        finally:
+                            for k, v in saved.items():
+                                if v is None:
+                                    os.environ.pop(k, None)
+                                else:
+                                    os.environ[k] = v
                         sessions[key] = ks
                     result = ks.replay(job["frames"], job["timestamps"], csum=job["csum"], batch=job["batch"])
                     result.hint = host_hint(job["frames"], ks.host) if job.get("hint") else None
