@@ -109,14 +109,17 @@ def serve(jobdir: str) -> None:
                     result = ks.replay(job["frames"], job["timestamps"], csum=job["csum"], batch=job["batch"])
                     result.hint = host_hint(job["frames"], ks.host) if job.get("hint") else None
                     answer = {"result": result}
-                except GrotoolError as exc:
-                    answer = {"error": str(exc), "error_class": type(exc).__name__}
+                except Exception as exc:
+                    if isinstance(exc, GrotoolError):
+                        answer = {"error": str(exc), "error_class": type(exc).__name__}
+                    else:                         # reported to the host as one line, not a traceback
+                        traceback.print_exc()
+                        answer = {"error": f"guest error: {type(exc).__name__}: {exc}",
+                                  "error_class": "EnvironmentProblem"}
+                    # a session that failed mid-replay may hold packets of that replay: a new one next time
                     bad = sessions.pop(key, None)
                     if bad is not None:
                         bad.__exit__(None, None, None)
-                except Exception as exc:          # reported to the host as one line, not a traceback
-                    traceback.print_exc()
-                    answer = {"error": f"guest error: {type(exc).__name__}: {exc}", "error_class": "EnvironmentProblem"}
                 answer["seconds"] = time.monotonic() - started
                 _write(os.path.join(results, name[:-4] + ".result"), answer)
     finally:
