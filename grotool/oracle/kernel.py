@@ -529,6 +529,7 @@ class KernelSession:
 
     def _collect(self, expected: int, injected: Sequence[bytes] = ()) -> Tuple[List[DeliveredPacket], bool]:
         packets: List[DeliveredPacket] = []
+        claimed: set = set()              # injected frames already delivered (only for packets without vnet)
         segs_seen = 0
         until = time.monotonic() + 3 * self.timer_s + 0.5
         while segs_seen < expected:
@@ -539,10 +540,15 @@ class KernelSession:
             if frame is None or self._is_control(frame):
                 continue
             if vnet is None:
-                pkt = _delivered_without_vnet(frame, status, injected, self.host.vxlan_ports, self.host.geneve_ports)
+                pkt = _delivered_without_vnet(frame, status, injected, claimed, self.host.vxlan_ports,
+                                              self.host.geneve_ports)
             else:
                 pkt = _delivered(frame, vnet, status, 1 if status & TP_STATUS_VLAN_VALID else 0,
                                  self.host.vxlan_ports)
+                if self.rx_plain is not None and not pkt.gso_type:
+                    same = next((i for i, f in enumerate(injected) if i not in claimed and f == frame), None)
+                    if same is not None:
+                        claimed.add(same)
             packets.append(pkt)
             segs_seen += pkt.gso_segs
         return packets, segs_seen == expected
@@ -722,32 +728,37 @@ def vnet_lacks_udp_l4(release: Optional[str] = None) -> bool:
     return m is not None and (int(m.group(1)), int(m.group(2))) < (6, 2)
 
 
-def _delivered_without_vnet(frame: bytes, status: int, injected: Sequence[bytes], vxlan_ports=(),
+def _delivered_without_vnet(frame: bytes, status: int, injected: Sequence[bytes], claimed: set, vxlan_ports=(),
                             geneve_ports=()) -> DeliveredPacket:
     """A UDP GSO packet seen without its virtio_net_hdr (kernels before 6.2): its
     segments are the run of same-flow injected datagrams whose payloads make up its
     payload (GRO appends whole datagrams in order; the first's size is gso_size);
     its checksum state comes from the auxdata status (CSUMNOTREADY: partial,
-    CSUM_VALID: valid, so fraglist)."""
+    CSUM_VALID: valid, so fraglist).  Only frames not yet ``claimed`` by an earlier
+    packet count, all of one size but the last (udp_gro_receive_segment); the
+    frames taken are added to ``claimed``."""
     ports = {"vxlan_ports": vxlan_ports, "geneve_ports": geneve_ports}
     p = fr.parse(frame, **ports)
     csum = "partial" if status & TP_STATUS_CSUMNOTREADY else "valid" if status & TP_STATUS_CSUM_VALID else "none"
     segs, first = 1, None
     if p is not None:
         body = frame[p.payload_off:p.payload_off + p.payload]
-        runs = [(q.payload, bytes(f[q.payload_off:q.payload_off + q.payload]))
-                for f, q in zip(injected, (fr.parse(f, **ports) for f in injected))
-                if q is not None and q.flow == p.flow and f[:12] == frame[:12]]
+        runs = [(i, q.payload, bytes(f[q.payload_off:q.payload_off + q.payload]))
+                for i, (f, q) in enumerate(zip(injected, (fr.parse(f, **ports) for f in injected)))
+                if i not in claimed and q is not None and q.flow == p.flow and f[:12] == frame[:12]]
         for k in range(len(runs)):
-            pos, n = 0, 0
-            for size, chunk in runs[k:]:
-                if body[pos:pos + size] != chunk:
+            pos, taken = 0, []
+            for i, size, chunk in runs[k:]:
+                if size > runs[k][1] or (taken and size != runs[k][1] and pos + size != len(body)) \
+                        or body[pos:pos + size] != chunk:
                     break
-                pos, n = pos + size, n + 1
+                pos = pos + size
+                taken.append(i)
                 if pos >= len(body):
                     break
-            if n and pos == len(body):
-                segs, first = n, runs[k][0]
+            if taken and pos == len(body):
+                segs, first = len(taken), runs[k][1]
+                claimed.update(taken)
                 break
     gso = segs > 1 or csum == "partial"
     return DeliveredPacket(frame, ["udp_l4"] if gso else [], (first or 0) if gso else 0, segs, csum,
