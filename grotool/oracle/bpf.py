@@ -182,33 +182,6 @@ def our_programs(pid: Optional[int] = None, wait: float = 0.0) -> List[str]:
         time.sleep(0.02)
 
 
-class XdpPass:
-    """An XDP program that passes every frame, linked to one device (create it on a
-    thread inside the device's namespace); close() detaches and frees it."""
-
-    def __init__(self, ifindex: int):
-        self.prog_fd: Optional[int] = None
-        self.link_fd: Optional[int] = None
-        insns = ctypes.create_string_buffer(XDP_PROGRAM, len(XDP_PROGRAM))
-        license_ = ctypes.create_string_buffer(b"GPL")
-        name = f"{XDP_NAME_PREFIX}{os.getpid()}"[:15]
-        try:
-            self.prog_fd = _bpf(BPF_PROG_LOAD, _attr((0, "<I", BPF_PROG_TYPE_XDP), (4, "<I", len(XDP_PROGRAM) // 8),
-                                                     (8, "<Q", ctypes.addressof(insns)),
-                                                     (16, "<Q", ctypes.addressof(license_)),
-                                                     (48, "16s", name.encode())))
-        except OSError as exc:
-            raise EnvironmentProblem(f"grotool kernel: loading the XDP pass program failed: {exc.strerror}") from None
-        try:
-            self.link_fd = _bpf(BPF_LINK_CREATE, _attr((0, "<I", self.prog_fd), (4, "<I", ifindex), (8, "<I", BPF_XDP)))
-        except OSError as exc:
-            self.close()
-            raise EnvironmentProblem(f"grotool kernel: attaching the XDP pass program to the receiving veth "
-                                     f"failed: {exc.strerror}") from None
-
-    close = None                     # set below: the same as HashFromMark.close
-
-
 class HashFromMark:
     """The program, loaded and attached to one device's egress.  Create it on a
     thread that is inside the device's namespace (the ifindex is resolved
@@ -235,6 +208,31 @@ class HashFromMark:
                     pass
 
 
+class XdpPass(HashFromMark):
+    """An XDP program that passes every frame, linked to one device (create it on a
+    thread inside the device's namespace); close() (HashFromMark's) detaches and frees it."""
+
+    def __init__(self, ifindex: int):
+        self.prog_fd: Optional[int] = None
+        self.link_fd: Optional[int] = None
+        insns = ctypes.create_string_buffer(XDP_PROGRAM, len(XDP_PROGRAM))
+        license_ = ctypes.create_string_buffer(b"GPL")
+        name = f"{XDP_NAME_PREFIX}{os.getpid()}"[:15]
+        try:
+            self.prog_fd = _bpf(BPF_PROG_LOAD, _attr((0, "<I", BPF_PROG_TYPE_XDP), (4, "<I", len(XDP_PROGRAM) // 8),
+                                                     (8, "<Q", ctypes.addressof(insns)),
+                                                     (16, "<Q", ctypes.addressof(license_)),
+                                                     (48, "16s", name.encode())))
+        except OSError as exc:
+            raise EnvironmentProblem(f"grotool kernel: loading the XDP pass program failed: {exc.strerror}") from None
+        try:
+            self.link_fd = _bpf(BPF_LINK_CREATE, _attr((0, "<I", self.prog_fd), (4, "<I", ifindex), (8, "<I", BPF_XDP)))
+        except OSError as exc:
+            self.close()
+            raise EnvironmentProblem(f"grotool kernel: attaching the XDP pass program to the receiving veth "
+                                     f"failed: {exc.strerror}") from None
+
+
 class FrameHasher:
     """The skb->hash grotool's RSS model (engine/rss.py) gives an Ethernet frame:
     the same function the nic device uses, with the same key."""
@@ -252,6 +250,3 @@ class FrameHasher:
 def mark_cmsg(mark: int) -> list:
     """Ancillary data for sendmsg that sets the sent skb's mark."""
     return [(socket.SOL_SOCKET, SO_MARK, struct.pack("=I", mark & 0xFFFFFFFF))]
-
-
-XdpPass.close = HashFromMark.close
