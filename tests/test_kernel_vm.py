@@ -175,7 +175,11 @@ def test_host_options_are_realised_in_the_guest(guest):
     sock = guest.replay(frames, host=HostState.build(udp_gro_sockets=(5202,)))
     assert segs(sock) == [10] and sock.packets[0].gso_type == ["udp_l4"]
     fwd = guest.replay(frames, host=HostState.build(udp_gro_forwarding=True))
-    assert segs(fwd) == [10]
+    assert segs(fwd) == [10] and fwd.packets[0].gso_size == 1000 and not fwd.packets[0].fraglist
+    flist = guest.replay(frames, host=HostState.build(rx_gro_list=True))
+    assert segs(flist) == [10] and flist.packets[0].fraglist and flist.packets[0].csum == "valid"
+    # on 6.1 these UDP GSO packets came through the capture socket without vnet headers
+    assert all(p.covers == list(range(10)) for p in (sock.packets[0], fwd.packets[0], flist.packets[0]))
 
 
 # -----------------------------------------------------------------------------
