@@ -1,5 +1,6 @@
 import os
 import shutil
+import sys
 
 import pytest
 
@@ -34,6 +35,9 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    support = sys.modules.get("kernel_support")
+    if support is not None:
+        support.close_vm()              # the GROTOOL_TEST_VM guest, if one was booted
     # In CI (GROTOOL_REQUIRE_KERNEL=1) a skipped real-kernel test is a failure.
     if REQUIRED and _skipped_kernel_tests:
         print(f"\n{len(_skipped_kernel_tests)} real-kernel tests were skipped but are required here:")

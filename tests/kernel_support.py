@@ -214,3 +214,63 @@ def sports_in_bucket(b: int, n: int, family: int = 4, start: int = 30000, key=No
             out.append(sport)
         sport += 1
     return out
+
+
+# -----------------------------------------------------------------------------
+# the oracle the differential tests use: this host's kernel, or a VM's
+# -----------------------------------------------------------------------------
+# GROTOOL_TEST_VM=debian:6.1 (or debian:6.12, or a vmlinuz with GROTOOL_TEST_VM_MODULES)
+# sends every oracle call of the differential tests to one guest booted for the whole
+# test session (grotool kernel --vm), instead of the host's kernel.
+TEST_VM = os.environ.get("GROTOOL_TEST_VM") or None
+_vm = None
+
+
+def oracle_vm():
+    """The session's VmSession (booted at first use), or None without GROTOOL_TEST_VM."""
+    global _vm
+    if TEST_VM is None:
+        return None
+    if _vm is None:
+        from grotool.oracle.vm import VmSession
+
+        session = VmSession(TEST_VM, modules=os.environ.get("GROTOOL_TEST_VM_MODULES") or None)
+        session.__enter__()
+        _vm = session
+    return _vm
+
+
+def close_vm() -> None:
+    global _vm
+    if _vm is not None:
+        _vm.close()
+        _vm = None
+
+
+def oracle_replay_frames(frames, timestamps=None, *, require_reliable=False, **kw):
+    """grotool.oracle.replay_frames, or the same through the test VM."""
+    from grotool.oracle import DeliveredList, UnreliableRun, replay_frames
+
+    vm = oracle_vm()
+    if vm is None:
+        return replay_frames(frames, timestamps, require_reliable=require_reliable, **kw)
+    kw.pop("log", None)
+    result = vm.replay(frames, timestamps, **kw)
+    if require_reliable and not result.reliable:
+        raise UnreliableRun("kernel replay unreliable: " + "; ".join(result.warnings))
+    return DeliveredList(result)
+
+
+def oracle_run_kernel_replay(input_path, output_path, json_path=None, **kw):
+    """grotool.oracle.run_kernel_replay, or the same through the test VM."""
+    from grotool.oracle import run_kernel_replay
+
+    return run_kernel_replay(input_path, output_path, json_path, vm=oracle_vm(), **kw)
+
+
+def oracle_kernel_config():
+    """The oracle kernel's GRO-relevant build options (netns.CONFIG_OPTIONS)."""
+    from grotool.oracle import netns
+
+    vm = oracle_vm()
+    return vm.kernel_config() if vm is not None else netns.kernel_config()

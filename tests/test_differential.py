@@ -14,7 +14,8 @@ from grotool import scenarios as S
 from grotool.compare import compare_captures
 from grotool.engine import Settings, simulate
 from grotool.io.capture import read_capture
-from grotool.oracle import netns, replay_frames, run_kernel_replay
+from kernel_support import oracle_kernel_config, oracle_replay_frames as replay_frames
+from kernel_support import oracle_run_kernel_replay as run_kernel_replay
 from grotool.oracle.kernel import parse
 from grotool.replay import replay
 
@@ -25,7 +26,7 @@ CAPTURES = sorted((ROOT / "captures").glob("*.pcap")) + sorted((ROOT / "tests" /
 
 def machine_settings(**kw) -> Settings:
     """veth model with this kernel's build options (CONFIG_VLAN_8021Q may be off)."""
-    config = netns.kernel_config()
+    config = oracle_kernel_config()
     vlan = config.get("CONFIG_VLAN_8021Q", "y") != "n"
     hz = int(config.get("CONFIG_HZ", "250"))
     return Settings(device="veth", vlan_gro=vlan, hz=hz, **kw)

@@ -13,7 +13,8 @@ import pytest
 import breadth_frames as F
 from grotool.engine import Settings, simulate
 from grotool.engine.config import DEFAULT_RSS_KEY
-from grotool.oracle import HostState, netns, replay_frames
+from grotool.oracle import HostState
+from kernel_support import oracle_kernel_config, oracle_replay_frames as replay_frames
 
 pytestmark = pytest.mark.kernel
 
@@ -66,7 +67,7 @@ CASES = [
 
 
 def machine_settings(**kw) -> Settings:
-    config = netns.kernel_config()
+    config = oracle_kernel_config()
     return Settings(device="veth", vlan_gro=config.get("CONFIG_VLAN_8021Q", "y") != "n",
                     hz=int(config.get("CONFIG_HZ", "250")), **kw)
 

@@ -19,7 +19,8 @@ import pytest
 import kernel_support as ks
 import tunnel_frames as T
 from grotool.engine import simulate
-from grotool.oracle import HostState, replay_frames
+from grotool.oracle import HostState
+from kernel_support import oracle_replay_frames as replay_frames
 from test_differential_breadth import assert_identical, machine_settings
 
 pytestmark = pytest.mark.kernel

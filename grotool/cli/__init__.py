@@ -565,13 +565,22 @@ def _local_tcp_values(ctx, param, values):
                    "(an eBPF program sets skb->hash; Linux 6.6+). Compare with replay --device veth --rss.")
 @click.option("--rss-key", "rss_key_hex", default=None, metavar="HEX",
               help="With --rss: the Toeplitz key in hex (default: the common 40-byte key).")
+@click.option("--vm", "vm_image", metavar="IMAGE", default=None,
+              help="Replay in a VM booted with another kernel (qemu; no root needed): debian:6.1, debian:6.12 "
+                   "(downloaded once into the cache), or a vmlinuz path with --vm-modules. See docs/kernel-vm.md.")
+@click.option("--vm-modules", "vm_modules", metavar="DIR", default=None,
+              help="With --vm VMLINUZ: that kernel's /lib/modules/RELEASE directory.")
+@click.option("--vm-boot-timeout", type=click.FloatRange(5, 3600), default=180, show_default=True,
+              help="With --vm: seconds the guest may take to come up.")
 @click.option("--quiet", "-q", is_flag=True)
 @user_errors
 def kernel(input_path, output_path, json_path, csum, udp_gro_forwarding, rx_gro_list, udp_gro_sockets, vxlan_ports,
-           geneve_ports, local_tcp, udp_gro, batch, max_seconds, rss, rss_key_hex, quiet):
+           geneve_ports, local_tcp, udp_gro, batch, max_seconds, rss, rss_key_hex, vm_image, vm_modules,
+           vm_boot_timeout, quiet):
     """Replay INPUT through the real kernel's GRO (veth in a private network
     namespace; root) and write what it delivered to OUTPUT.  The host options
-    create what they describe inside the namespace."""
+    create what they describe inside the namespace.  With --vm IMAGE, the same
+    happens inside a VM running that kernel."""
     from ..oracle import HostState, run_kernel_replay
 
     if output_path == "-" and json_path == "-":
@@ -589,8 +598,21 @@ def kernel(input_path, output_path, json_path, csum, udp_gro_forwarding, rx_gro_
     if rss_key_hex is not None and not rss:
         raise click.UsageError("--rss-key needs --rss")
     rss_key = _parse_rss_key(None, None, rss_key_hex) if rss else None
-    run = run_kernel_replay(input_path, output_path, json_path, csum=csum, host=host, batch=batch,
-                            max_seconds=max_seconds, rss_key=rss_key)
+    if vm_modules and not vm_image:
+        raise click.UsageError("--vm-modules needs --vm")
+    if vm_image:
+        from ..oracle import read_input
+        from ..oracle.vm import VmSession
+
+        read_input(input_path)            # a bad input fails before the boot, not after it
+
+        log = None if quiet else (lambda msg: click.echo(f"grotool: {msg}", err=True))
+        with VmSession(vm_image, modules=vm_modules, boot_timeout=vm_boot_timeout, log=log) as vm:
+            run = run_kernel_replay(input_path, output_path, json_path, csum=csum, host=host, batch=batch,
+                                    max_seconds=max_seconds, rss_key=rss_key, vm=vm)
+    else:
+        run = run_kernel_replay(input_path, output_path, json_path, csum=csum, host=host, batch=batch,
+                                max_seconds=max_seconds, rss_key=rss_key)
     for w in run.warnings:
         click.echo(f"grotool: warning: {w}", err=True)
     if not quiet and run.hint:

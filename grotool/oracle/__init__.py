@@ -136,11 +136,13 @@ def run_kernel_replay(input_path: str, output_path: Optional[str], json_path: Op
                       csum: str = DEFAULT_CSUM, udp_gro: Optional[str] = None, host: Optional[HostState] = None,
                       batch: int = BUDGET, max_seconds: float = 300,
                       log: Optional[Callable[[str], None]] = None,
-                      rss_key: Optional[bytes] = None) -> KernelReplayResult:
+                      rss_key: Optional[bytes] = None, vm=None) -> KernelReplayResult:
     """Replay a capture file through the kernel's GRO; write the delivered pcap
     (``output_path``, ``-`` for stdout, None for none) and the JSON sidecar
     (``json_path``, ``-`` for stdout).  ``rss_key``: give each frame the RSS
-    hash grotool computes with that key (``grotool kernel --rss``).  An unreliable run still writes both
+    hash grotool computes with that key (``grotool kernel --rss``).  ``vm``: a running
+    grotool.oracle.vm.VmSession to replay in (``grotool kernel --vm``) instead of this
+    host's kernel (no root needed then).  An unreliable run still writes both
     (``reliable`` false); the caller decides the exit code."""
     if csum not in CSUM_MODES:
         raise InputError(f"--csum must be one of {', '.join(CSUM_MODES)}")
@@ -151,14 +153,19 @@ def run_kernel_replay(input_path: str, output_path: Optional[str], json_path: Op
     from ..io.safe_output import check_outputs
 
     check_outputs([output_path, json_path], ["output capture", "--json"], [input_path])
-    check_environment()
+    if vm is None:
+        check_environment()
     started = time.monotonic()
     frame_list, stamps, info = read_input(input_path)
     left = max_seconds - (time.monotonic() - started)       # the deadline covers reading the input too
     if left <= 0:
         raise EnvironmentProblem(f"kernel replay did not finish within {max_seconds:g} s (--max-seconds)")
-    result = kernel_replay(frame_list, stamps, csum=csum, udp_gro=udp_gro, host=host, batch=batch,
-                           max_seconds=left, log=log, reported_seconds=max_seconds, rss_key=rss_key)
+    if vm is not None:
+        result = vm.replay(frame_list, stamps, csum=csum, udp_gro=udp_gro, host=host, batch=batch,
+                           max_seconds=left, rss_key=rss_key)
+    else:
+        result = kernel_replay(frame_list, stamps, csum=csum, udp_gro=udp_gro, host=host, batch=batch,
+                               max_seconds=left, log=log, reported_seconds=max_seconds, rss_key=rss_key)
     if output_path:
         with PcapWriter(output_path, LINKTYPE_ETHERNET, OUTPUT_SNAPLEN) as writer:
             for pkt in result.packets:

@@ -70,6 +70,14 @@ PROGRAM = b"".join([
     _insn(0x95),                                        # BPF_JMP | BPF_EXIT
 ])
 
+# return XDP_PASS: attached to the receiving veth of a kernel before 5.13, where veth
+# runs NAPI (and so GRO) only for a device with an XDP program (veth_enable_xdp)
+XDP_PASS = 2
+BPF_PROG_TYPE_XDP = 6
+BPF_XDP = 37                        # enum bpf_attach_type: XDP links (Linux 5.9+)
+XDP_PROGRAM = _insn(0xB7, dst=0, imm=XDP_PASS) + _insn(0x95)
+XDP_NAME_PREFIX = "gro_xdp_"
+
 _libc = None
 
 
@@ -198,6 +206,31 @@ class HashFromMark:
                     os.close(fd)
                 except OSError:
                     pass
+
+
+class XdpPass(HashFromMark):
+    """An XDP program that passes every frame, linked to one device (create it on a
+    thread inside the device's namespace); close() (HashFromMark's) detaches and frees it."""
+
+    def __init__(self, ifindex: int):
+        self.prog_fd: Optional[int] = None
+        self.link_fd: Optional[int] = None
+        insns = ctypes.create_string_buffer(XDP_PROGRAM, len(XDP_PROGRAM))
+        license_ = ctypes.create_string_buffer(b"GPL")
+        name = f"{XDP_NAME_PREFIX}{os.getpid()}"[:15]
+        try:
+            self.prog_fd = _bpf(BPF_PROG_LOAD, _attr((0, "<I", BPF_PROG_TYPE_XDP), (4, "<I", len(XDP_PROGRAM) // 8),
+                                                     (8, "<Q", ctypes.addressof(insns)),
+                                                     (16, "<Q", ctypes.addressof(license_)),
+                                                     (48, "16s", name.encode())))
+        except OSError as exc:
+            raise EnvironmentProblem(f"grotool kernel: loading the XDP pass program failed: {exc.strerror}") from None
+        try:
+            self.link_fd = _bpf(BPF_LINK_CREATE, _attr((0, "<I", self.prog_fd), (4, "<I", ifindex), (8, "<I", BPF_XDP)))
+        except OSError as exc:
+            self.close()
+            raise EnvironmentProblem(f"grotool kernel: attaching the XDP pass program to the receiving veth "
+                                     f"failed: {exc.strerror}") from None
 
 
 class FrameHasher:

@@ -60,6 +60,7 @@ nibble, since ipv6_gro_receive never reads it; the nibble is injected as it is.
 from __future__ import annotations
 
 import atexit
+import errno
 import ipaddress
 import os
 import platform
@@ -257,9 +258,12 @@ class KernelSession:
         self.rx: Optional[socket.socket] = None
         self.tx: Optional[socket.socket] = None
         self.tx_vnet: Optional[socket.socket] = None
+        # kernels before 6.2: a clone of the capture without vnet headers (see _recv)
+        self.rx_plain: Optional[socket.socket] = None
         self.deadline = 0.0
         self._buf = bytearray(_RECV_BUF)
         self._view = memoryview(self._buf)
+        self._plain_view = memoryview(bytearray(_RECV_BUF))
         self._old_handlers: Dict[int, object] = {}
         self._old_timer: Tuple[float, float] = (0.0, 0.0)
         self._signals = False
@@ -269,6 +273,7 @@ class KernelSession:
         # --rss: each frame's mark is its RSS hash, which an egress eBPF program makes skb->hash
         self.hasher = bpf.FrameHasher(rss_key) if rss_key is not None else None
         self.hash_program: Optional[bpf.HashFromMark] = None
+        self.xdp_program: Optional[bpf.XdpPass] = None      # kernels before 5.13 (netns.gro_needs_xdp)
 
     # -- lifetime -------------------------------------------------------------------
     def __enter__(self) -> "KernelSession":
@@ -278,6 +283,8 @@ class KernelSession:
         atexit.register(self.ns.remove)
         try:
             self.ns.create()
+            if self.ns.xdp:
+                self._attach_xdp()
             self._open_sockets()
             if self.hasher is not None:
                 self._attach_hash_program()
@@ -296,16 +303,17 @@ class KernelSession:
         if self._signals:
             old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, mask)
         try:
-            for s in (self.rx, self.tx, self.tx_vnet):
+            for s in (self.rx, self.tx, self.tx_vnet, self.rx_plain):
                 if s is not None:
                     try:
                         s.close()
                     except OSError:
                         pass
-            self.rx = self.tx = self.tx_vnet = None
-            if self.hash_program is not None:
-                self.hash_program.close()
-                self.hash_program = None
+            self.rx = self.tx = self.tx_vnet = self.rx_plain = None
+            for program in (self.hash_program, self.xdp_program):
+                if program is not None:
+                    program.close()
+            self.hash_program = self.xdp_program = None
             self.ns.remove()
             atexit.unregister(self.ns.remove)
             if self._signals:
@@ -387,8 +395,25 @@ class KernelSession:
         finally:
             self.ns.leave(back)
         self.rx, self.tx, self.tx_vnet = rx, tx, tx_vnet
+        if vnet_lacks_udp_l4():
+            back = self.ns.enter()
+            try:
+                plain = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+                plain.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 256 << 20)
+                plain.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
+                plain.bind((RX_DEV, ETH_P_ALL))
+            finally:
+                self.ns.leave(back)
+            self.rx_plain = plain
         self._drain()
         self._socket_stats()             # reading PACKET_STATISTICS resets it
+
+    def _attach_xdp(self) -> None:
+        back = self.ns.enter()
+        try:
+            self.xdp_program = bpf.XdpPass(socket.if_nametoindex(RX_DEV))
+        finally:
+            self.ns.leave(back)
 
     def _attach_hash_program(self) -> None:
         """--rss: the mark-to-hash program on the sending veth's egress (bpf.py)."""
@@ -417,13 +442,40 @@ class KernelSession:
         ready, _, _ = select.select([self.rx], [], [], max(0.0, timeout))
         if not ready:
             return None
-        n, anc, flags, addr = self.rx.recvmsg_into([self._view], socket.CMSG_SPACE(AUXDATA.size))
+        try:
+            n, anc, flags, addr = self.rx.recvmsg_into([self._view], socket.CMSG_SPACE(AUXDATA.size))
+        except OSError as exc:
+            # before 6.2, virtio_net_hdr_from_skb knows no UDP GSO: recvmsg fails with
+            # EINVAL and the packet is gone from this socket; its clone is on rx_plain
+            if exc.errno != errno.EINVAL or self.rx_plain is None:
+                raise
+            return self._recv_plain(vnet=False)
+        if self.rx_plain is not None:
+            self._recv_plain(vnet=True)            # keep the clone socket in step
         if addr[2] == PACKET_OUTGOING:
             return None, None, 0
         if flags & socket.MSG_TRUNC or n < VNET_HDR.size:
             raise EnvironmentProblem(f"kernel replay: a captured packet did not fit the {_RECV_BUF}-byte buffer")
         vnet = VNET_HDR.unpack_from(self._buf, 0)
         frame = bytes(self._view[VNET_HDR.size:n])
+        return self._with_aux(frame, vnet, anc)
+
+    def _recv_plain(self, vnet: bool):
+        """The clone of the packet just taken from (``vnet``) or lost to (not ``vnet``) the
+        vnet socket; as _recv returns it, with vnet None: its GSO fields are unknown."""
+        ready, _, _ = select.select([self.rx_plain], [], [], 1.0)
+        if not ready:
+            raise EnvironmentProblem("kernel replay: the second capture socket missed a packet")
+        n, anc, flags, addr = self.rx_plain.recvmsg_into([self._plain_view], socket.CMSG_SPACE(AUXDATA.size))
+        if vnet:
+            return None
+        if addr[2] == PACKET_OUTGOING:
+            return None, None, 0
+        if flags & socket.MSG_TRUNC:
+            raise EnvironmentProblem(f"kernel replay: a captured packet did not fit the {_RECV_BUF}-byte buffer")
+        return self._with_aux(bytes(self._plain_view[:n]), None, anc)
+
+    def _with_aux(self, frame: bytes, vnet, anc):
         status = 0
         for level, ctype, cdata in anc:
             if level == SOL_PACKET and ctype == PACKET_AUXDATA and len(cdata) >= AUXDATA.size:
@@ -475,8 +527,9 @@ class KernelSession:
             raise EnvironmentProblem(f"kernel replay: sending a frame on {TX_DEV} failed: {exc.strerror}") from None
         return time.monotonic() - t0
 
-    def _collect(self, expected: int) -> Tuple[List[DeliveredPacket], bool]:
+    def _collect(self, expected: int, injected: Sequence[bytes] = ()) -> Tuple[List[DeliveredPacket], bool]:
         packets: List[DeliveredPacket] = []
+        claimed: set = set()              # injected frames already delivered (only for packets without vnet)
         segs_seen = 0
         until = time.monotonic() + 3 * self.timer_s + 0.5
         while segs_seen < expected:
@@ -486,7 +539,16 @@ class KernelSession:
             frame, vnet, status = got
             if frame is None or self._is_control(frame):
                 continue
-            pkt = _delivered(frame, vnet, status, 1 if status & TP_STATUS_VLAN_VALID else 0, self.host.vxlan_ports)
+            if vnet is None:
+                pkt = _delivered_without_vnet(frame, status, injected, claimed, self.host.vxlan_ports,
+                                              self.host.geneve_ports)
+            else:
+                pkt = _delivered(frame, vnet, status, 1 if status & TP_STATUS_VLAN_VALID else 0,
+                                 self.host.vxlan_ports)
+                if self.rx_plain is not None and not pkt.gso_type:
+                    same = next((i for i, f in enumerate(injected) if i not in claimed and f == frame), None)
+                    if same is not None:
+                        claimed.add(same)
             packets.append(pkt)
             segs_seen += pkt.gso_segs
         return packets, segs_seen == expected
@@ -502,7 +564,7 @@ class KernelSession:
             self._check_deadline()
             fillers = [self._control(2) for _ in range(BUDGET - len(chunk))]
             send_s = self._send_batch(prepared, fillers, marks)
-            packets, complete = self._collect(len(chunk))
+            packets, complete = self._collect(len(chunk), injected)
             in_time = send_s <= self.timer_s / 2
             if in_time and complete:
                 return packets, injected, attempts, send_s * 1e6, True
@@ -532,7 +594,7 @@ class KernelSession:
             raise RuntimeError("KernelSession.replay outside its 'with' block")
         frames = [bytes(f) for f in frames]
         for i, f in enumerate(frames):
-            check_frame(f, i)
+            check_frame(f, i, self.ns.mtu)
         if timestamps is None:
             timestamps = list(range(len(frames)))
         elif len(timestamps) != len(frames):
@@ -657,6 +719,52 @@ def _delivered(frame: bytes, vnet: tuple, status: int, tags: int = 0, vxlan_port
                            tp_status=status, fraglist=bool(base) and _fraglist(frame, csum, vxlan_ports))
 
 
+def vnet_lacks_udp_l4(release: Optional[str] = None) -> bool:
+    """Before 6.2 virtio_net_hdr_from_skb has no UDP_L4 type: a UDP GSO packet makes
+    recvmsg on a PACKET_VNET_HDR socket fail (EINVAL) and is lost to that socket."""
+    import re
+
+    m = re.match(r"(\d+)\.(\d+)", release or platform.release())
+    return m is not None and (int(m.group(1)), int(m.group(2))) < (6, 2)
+
+
+def _delivered_without_vnet(frame: bytes, status: int, injected: Sequence[bytes], claimed: set, vxlan_ports=(),
+                            geneve_ports=()) -> DeliveredPacket:
+    """A UDP GSO packet seen without its virtio_net_hdr (kernels before 6.2): its
+    segments are the run of same-flow injected datagrams whose payloads make up its
+    payload (GRO appends whole datagrams in order; the first's size is gso_size);
+    its checksum state comes from the auxdata status (CSUMNOTREADY: partial,
+    CSUM_VALID: valid, so fraglist).  Only frames not yet ``claimed`` by an earlier
+    packet count, all of one size but the last (udp_gro_receive_segment); the
+    frames taken are added to ``claimed``."""
+    ports = {"vxlan_ports": vxlan_ports, "geneve_ports": geneve_ports}
+    p = fr.parse(frame, **ports)
+    csum = "partial" if status & TP_STATUS_CSUMNOTREADY else "valid" if status & TP_STATUS_CSUM_VALID else "none"
+    segs, first = 1, None
+    if p is not None:
+        body = frame[p.payload_off:p.payload_off + p.payload]
+        runs = [(i, q.payload, bytes(f[q.payload_off:q.payload_off + q.payload]))
+                for i, (f, q) in enumerate(zip(injected, (fr.parse(f, **ports) for f in injected)))
+                if i not in claimed and q is not None and q.flow == p.flow and f[:12] == frame[:12]]
+        for k in range(len(runs)):
+            pos, taken = 0, []
+            for i, size, chunk in runs[k:]:
+                if size > runs[k][1] or (taken and size != runs[k][1] and pos + size != len(body)) \
+                        or body[pos:pos + size] != chunk:
+                    break
+                pos = pos + size
+                taken.append(i)
+                if pos >= len(body):
+                    break
+            if taken and pos == len(body):
+                segs, first = len(taken), runs[k][1]
+                claimed.update(taken)
+                break
+    gso = segs > 1 or csum == "partial"
+    return DeliveredPacket(frame, ["udp_l4"] if gso else [], (first or 0) if gso else 0, segs, csum,
+                           vnet={}, tp_status=status, fraglist=gso and _fraglist(frame, csum, vxlan_ports))
+
+
 def _fraglist(frame: bytes, csum: str, vxlan_ports=()) -> bool:
     if csum == "valid":
         return True
@@ -728,19 +836,20 @@ def tcp_flows(frames: Sequence[bytes], vxlan_ports=()) -> List[Tuple[Endpoint, E
             for s, sp, d, dp in seen]
 
 
-def frame_problem(frame: bytes) -> Optional[str]:
+def frame_problem(frame: bytes, mtu: int = MTU) -> Optional[str]:
     """Why veth cannot carry this Ethernet frame, or None."""
     if len(frame) < fr.ETH_HLEN:
         return f"{len(frame)} bytes, shorter than an Ethernet header"
-    limit = MAX_FRAME + (4 if frame[12:14] in (b"\x81\x00", b"\x88\xa8") else 0)
+    limit = mtu + fr.ETH_HLEN + (4 if frame[12:14] in (b"\x81\x00", b"\x88\xa8") else 0)
     if len(frame) > limit:
-        return f"{len(frame)} bytes, more than veth's MTU {MTU} allows ({limit} with the Ethernet header)"
+        why = " (the XDP program that GRO on veth needs before Linux 5.13 limits it)" if mtu != MTU else ""
+        return f"{len(frame)} bytes, more than veth's MTU {mtu} allows ({limit} with the Ethernet header){why}"
     return None
 
 
-def check_frame(frame: bytes, index: int) -> None:
+def check_frame(frame: bytes, index: int, mtu: int = MTU) -> None:
     """InputError for a frame veth cannot carry."""
-    problem = frame_problem(frame)
+    problem = frame_problem(frame, mtu)
     if problem:
         raise InputError(f"frame {index} is {problem}")
 

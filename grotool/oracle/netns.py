@@ -41,6 +41,10 @@ NETNS_DIR = "/run/netns"
 TX_DEV = "gtx"
 RX_DEV = "grx"
 MTU = 65535
+# With an XDP program (kernels before 5.13, see gro_needs_xdp) veth refuses an MTU whose
+# frames do not fit one page with XDP headroom and skb_shared_info (veth_xdp_set): 4096 -
+# 256 - 14 - 320 = 3506 on x86_64; a little less for margin.
+XDP_MTU = 3500
 CLONE_NEWNET = 0x40000000
 UDP_GRO_MODES = ("off", "forward", "fraglist")
 _TOOL_PACKAGES = {"ip": "iproute2", "ethtool": "ethtool"}
@@ -60,20 +64,50 @@ MAX_LOCAL_TCP = 4096               # established connections one run may create
 
 def kernel_config(options=CONFIG_OPTIONS) -> Dict[str, str]:
     """Build options that change GRO decisions, from /proc/config.gz when the kernel
-    exposes it ("n" for an option that is not set); {} when it does not."""
+    exposes it ("n" for an option that is not set); {} when it does not.  Read once
+    per process: the running kernel's build does not change."""
+    key = (tuple(options), os.environ.get("GROTOOL_KERNEL_CONFIG", ""))
+    if key not in _config_cache:
+        _config_cache[key] = _read_kernel_config(options)
+    return dict(_config_cache[key])
+
+
+_config_cache: Dict[tuple, Dict[str, str]] = {}
+
+
+def _read_kernel_config(options) -> Dict[str, str]:
     import gzip
 
-    found: Dict[str, str] = {}
     try:
         with gzip.open("/proc/config.gz", "rt") as f:
-            for line in f:
-                for opt in options:
-                    if line.startswith(opt + "="):
-                        found[opt] = line.strip().split("=", 1)[1]
-                    elif line.startswith(f"# {opt} is not set"):
-                        found[opt] = "n"
+            found = parse_config(f, options)
     except (OSError, EOFError):
-        pass
+        found = {}
+    if not found and os.environ.get("GROTOOL_KERNEL_CONFIG"):
+        # a kernel without /proc/config.gz (Debian's): its build config as a file (the VM guest sets this)
+        found = config_file(os.environ["GROTOOL_KERNEL_CONFIG"], options)
+    return found
+
+
+def config_file(path: str, options=CONFIG_OPTIONS) -> Dict[str, str]:
+    """The options of a kernel build config file (boot/config-RELEASE); {} if unreadable."""
+    try:
+        with open(path) as f:
+            return parse_config(f, options)
+    except OSError:
+        return {}
+
+
+def parse_config(lines, options) -> Dict[str, str]:
+    found: Dict[str, str] = {}
+    for line in lines:
+        if not line.startswith(("CONFIG_", "# CONFIG_")):
+            continue
+        for opt in options:
+            if line.startswith(opt + "="):
+                found[opt] = line.strip().split("=", 1)[1]
+            elif line.startswith(f"# {opt} is not set"):
+                found[opt] = "n"
     return found
 
 
@@ -192,6 +226,16 @@ def parse_features(text: str) -> Dict[str, str]:
     return out
 
 
+def gro_needs_xdp(release: Optional[str] = None) -> bool:
+    """Whether veth does GRO only with an XDP program on the receiving end: before
+    5.13 (veth_gro_requested is 5.13's) NAPI, and so GRO, runs only for a veth with
+    XDP.  GROTOOL_ORACLE_XDP=1 forces the XDP setup on any kernel (to test it)."""
+    if os.environ.get("GROTOOL_ORACLE_XDP") == "1":
+        return True
+    m = re.match(r"(\d+)\.(\d+)", release or os.uname().release)
+    return m is not None and (int(m.group(1)), int(m.group(2))) < (5, 13)
+
+
 class KernelLacksFeature(EnvironmentProblem):
     """The running kernel cannot do what a host option asks (e.g. no GENEVE): exit 4."""
 
@@ -215,6 +259,8 @@ class VethNamespace:
         self.udp_gro = host.legacy_udp_gro
         self.flush_timeout_ns = int(flush_timeout_ns)
         self.defer_hard_irqs = int(defer_hard_irqs)
+        self.xdp = gro_needs_xdp()               # the session attaches an XDP_PASS program to RX_DEV
+        self.mtu = XDP_MTU if self.xdp else MTU
         self.created = False
         self.drop_filter = False
         self.features: Dict[str, Dict[str, str]] = {}
@@ -256,8 +302,8 @@ class VethNamespace:
                  "for f in /proc/sys/net/ipv6/conf/all/disable_ipv6 /proc/sys/net/ipv6/conf/default/disable_ipv6; "
                  "do [ -e $f ] && echo 1 > $f; done; true")
         _run(["ip", "-n", self.name, "link", "add", "name", TX_DEV, "numtxqueues", "1", "numrxqueues", "1",
-              "mtu", str(MTU), "type", "veth", "peer", "name", RX_DEV, "numtxqueues", "1", "numrxqueues", "1",
-              "mtu", str(MTU)])
+              "mtu", str(self.mtu), "type", "veth", "peer", "name", RX_DEV, "numtxqueues", "1", "numrxqueues", "1",
+              "mtu", str(self.mtu)])
         # veth only takes the NAPI/GRO path for skbs from a peer without TSO
         self.ns_exec("ethtool", "-K", TX_DEV, "tso", "off", "gso", "off")
         self.ns_exec("ethtool", "-K", RX_DEV, "gro", "on", "lro", "off",
@@ -453,17 +499,28 @@ class VethNamespace:
         finally:
             os.close(back)
 
-    COUNTERS = ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped", "rx_missed_errors")
+    COUNTERS = ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped")
 
     def link_counters(self) -> Dict[str, Dict[str, int]]:
-        """/sys/class/net/DEV/statistics counters of both ends."""
-        script = "; ".join(f"echo {dev} {c} $(cat /sys/class/net/{dev}/statistics/{c} 2>/dev/null || echo 0)"
-                           for dev in (TX_DEV, RX_DEV) for c in self.COUNTERS)
+        """Packet and drop counters of both ends, from the namespace's /proc/net/dev
+        (read on this thread after setns: no process is started, which matters in a
+        slow VM guest).  Its rx drop column is rx_dropped plus rx_missed_errors."""
         out: Dict[str, Dict[str, int]] = {TX_DEV: {}, RX_DEV: {}}
-        for line in self._sh(script, check=False).stdout.splitlines():
-            parts = line.split()
-            if len(parts) == 3 and parts[0] in out and parts[2].isdigit():
-                out[parts[0]][parts[1]] = int(parts[2])
+        back = self.enter()
+        try:
+            with open("/proc/thread-self/net/dev") as f:
+                text = f.read()
+        finally:
+            self.leave(back)
+        for line in text.splitlines():
+            dev, sep, rest = line.partition(":")
+            dev = dev.strip()
+            if not sep or dev not in out:
+                continue
+            cols = rest.split()
+            if len(cols) >= 12 and all(c.isdigit() for c in cols[:12]):
+                out[dev] = {"rx_packets": int(cols[1]), "rx_dropped": int(cols[3]),
+                            "tx_packets": int(cols[9]), "tx_dropped": int(cols[11])}
         return out
 
     def settings(self) -> dict:
@@ -479,7 +536,7 @@ class VethNamespace:
             except OSError:
                 return {}
 
-        return {"netns": self.name, "tx_dev": TX_DEV, "rx_dev": RX_DEV, "mtu": MTU,
+        return {"netns": self.name, "tx_dev": TX_DEV, "rx_dev": RX_DEV, "mtu": self.mtu, "xdp_pass_on_rx": self.xdp,
                 "gro_flush_timeout_ns": self.flush_timeout_ns, "napi_defer_hard_irqs": self.defer_hard_irqs,
                 "udp_gro": self.udp_gro, "ingress_drop_filter": self.drop_filter,
                 "host": self.host.to_json(),
