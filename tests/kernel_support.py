@@ -268,6 +268,14 @@ def oracle_run_kernel_replay(input_path, output_path, json_path=None, **kw):
     return run_kernel_replay(input_path, output_path, json_path, vm=oracle_vm(), **kw)
 
 
+def oracle_kernel_profile() -> str:
+    """The --kernel profile of the oracle's kernel (host or VM): its long-term series."""
+    from grotool.engine.kernels import series_of
+
+    vm = oracle_vm()
+    return series_of(vm.image.release if vm is not None else os.uname().release)
+
+
 def oracle_kernel_config():
     """The oracle kernel's GRO-relevant build options (netns.CONFIG_OPTIONS)."""
     from grotool.oracle import netns

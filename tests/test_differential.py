@@ -14,7 +14,7 @@ from grotool import scenarios as S
 from grotool.compare import compare_captures
 from grotool.engine import Settings, simulate
 from grotool.io.capture import read_capture
-from kernel_support import oracle_kernel_config, oracle_replay_frames as replay_frames
+from kernel_support import oracle_kernel_config, oracle_kernel_profile, oracle_replay_frames as replay_frames
 from kernel_support import oracle_run_kernel_replay as run_kernel_replay
 from grotool.oracle.kernel import parse
 from grotool.replay import replay
@@ -29,6 +29,7 @@ def machine_settings(**kw) -> Settings:
     config = oracle_kernel_config()
     vlan = config.get("CONFIG_VLAN_8021Q", "y") != "n"
     hz = int(config.get("CONFIG_HZ", "250"))
+    kw.setdefault("kernel", oracle_kernel_profile())       # the profile of the oracle's release
     return Settings(device="veth", vlan_gro=vlan, hz=hz, **kw)
 
 

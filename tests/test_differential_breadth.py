@@ -14,7 +14,7 @@ import breadth_frames as F
 from grotool.engine import Settings, simulate
 from grotool.engine.config import DEFAULT_RSS_KEY
 from grotool.oracle import HostState
-from kernel_support import oracle_kernel_config, oracle_replay_frames as replay_frames
+from kernel_support import oracle_kernel_config, oracle_kernel_profile, oracle_replay_frames as replay_frames
 
 pytestmark = pytest.mark.kernel
 
@@ -68,6 +68,7 @@ CASES = [
 
 def machine_settings(**kw) -> Settings:
     config = oracle_kernel_config()
+    kw.setdefault("kernel", oracle_kernel_profile())       # the profile of the oracle's release
     return Settings(device="veth", vlan_gro=config.get("CONFIG_VLAN_8021Q", "y") != "n",
                     hz=int(config.get("CONFIG_HZ", "250")), **kw)
 

@@ -286,6 +286,18 @@ def profile(name: str) -> KernelProfile:
     return KernelProfile(text, release, rows)
 
 
+def series_of(release: str) -> str:
+    """The long-term series profile of a kernel release string (``uname -r``:
+    "6.1.0-57-amd64", "6.18.44-fc-v1272"); ValueError when it is none of them."""
+    parts = release.split(".")
+    if len(parts) >= 2 and parts[0].isdigit():
+        minor = "".join(c for c in parts[1].split("-")[0] if c.isdigit())
+        series = f"{parts[0]}.{minor}"
+        if series in SERIES:
+            return series
+    raise ValueError(f"kernel {release!r} is not of a long-term series grotool models ({', '.join(SERIES)})")
+
+
 _cache: Dict[str, KernelProfile] = {}
 
 
