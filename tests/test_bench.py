@@ -53,14 +53,19 @@ def test_quick_benchmark_runs_every_measurement(tmp_path):
     assert [(e["input"], e["packets"]) for e in doc["results"]] == [("bulk", 400), ("mix", 400), ("real", 400)]
     whats = [row["what"] for row in doc["results"][0]["rows"]]
     tshark = ["tshark -q -z conv,tcp"] if shutil.which("tshark") else []
-    assert whats == ["grotool statistics only", "grotool end to end", "I/O floor", *tshark,
-                     "naive scapy loop (first 50 packets)"]
+    assert whats == ["grotool statistics only", "grotool statistics only, --csum auto", "grotool end to end",
+                     "I/O floor", *tshark, "naive scapy loop (first 50 packets)"]
     for entry in doc["results"]:
         for row in entry["rows"]:
             assert row["seconds"] > 0 and row["pps"] > 0
         # grotool and the floor ran three times each (the default --repeat), the median counted
-        for row in entry["rows"][:3]:
+        for row in entry["rows"][:4]:
             assert len(row["runs"]) == 3 and row["seconds"] == sorted(row["runs"])[1], row
+        times = {row["what"]: row["seconds"] for row in entry["rows"]}
+        ratio = times["grotool statistics only, --csum auto"] / times["grotool statistics only"]
+        assert (f"{entry['input']} 400: grotool: --csum auto takes {ratio:.2f}x the time of --csum trust"
+                in doc["csum_auto_cost"])
+    assert len(doc["csum_auto_cost"]) == 3 and all(line in lines for line in doc["csum_auto_cost"])
 
 
 def _load_bench():
