@@ -11,8 +11,10 @@ Inputs (bench/inputs.py): ``bulk`` (64 interleaved bulk TCP flows), ``mix``
 (10,000 flows: UDP, pure ACKs, short segments, bulk bursts; IPv4 and IPv6),
 ``real`` (overlapping copies of the recorded real TCP captures).
 
-Per input and size: grotool statistics only (``replay -q --csum trust IN``)
-and end to end (``... IN OUT``), for each build; the I/O floor (bench/floor.py:
+Per input and size: grotool statistics only (``replay -q --csum trust IN``),
+the same with the default checksum mode (``replay -q --csum auto IN``: the
+TCP/UDP checksums summed unless they hold the offload seed) and end to end
+(``replay -q --csum trust IN OUT``), for each build; the I/O floor (bench/floor.py:
 read the input walking every record header, write grotool's output bytes,
 fsync); ``tshark -q -z conv,tcp``; a naive scapy loop (RawPcapReader + Ether()
 + a dict of per-flow aggregates) timed on the first ``--scapy-packets``
@@ -51,6 +53,8 @@ import inputs as bench_inputs  # noqa: E402
 DEFAULT_SIZES = (100_000, 300_000, 1_000_000)
 QUICK_SIZES = (5_000, 20_000)
 REPLAY_OPTIONS = ["replay", "-q", "--csum", "trust"]
+# the default mode, measured beside trust (statistics only)
+AUTO_OPTIONS = ["replay", "-q", "--csum", "auto"]
 
 
 # Runs one command and reports its wall time, peak RSS and exit code.  A fresh
@@ -183,6 +187,7 @@ def run_one(kind: str, packets: int, builds, tmp: str, args) -> dict:
     for label, cmd in builds:
         out = os.path.join(tmp, f"out-{label}.pcap")
         commands.append((f"{label} statistics only", cmd + REPLAY_OPTIONS + [cap], None))
+        commands.append((f"{label} statistics only, --csum auto", cmd + AUTO_OPTIONS + [cap], None))
         commands.append((f"{label} end to end", cmd + REPLAY_OPTIONS + [cap, out], out))
     commands.append(("I/O floor", [sys.executable, str(ROOT / "bench" / "floor.py"), cap, first_output,
                                    os.path.join(tmp, "floor.pcap")], None))
@@ -237,6 +242,20 @@ def print_table(results: list) -> None:
             vs_tshark = "-" if row["vs_tshark"] is None else f"{row['vs_tshark']:.2f}x"
             print(f"| {entry['input']} | {entry['packets']:,} | {row['what']} | {secs} | {row['pps']:,} | "
                   f"{row['vs_floor']:.2f}x | {vs_tshark} | {rss} |")
+
+
+def csum_auto_cost(results: list) -> list:
+    """Per input, size and build: statistics-only time with --csum auto over --csum trust."""
+    lines = []
+    for entry in results:
+        times = {row["what"]: row["seconds"] for row in entry["rows"]}
+        for what, secs in times.items():
+            trust = times.get(what.removesuffix(", --csum auto"))
+            if what.endswith(", --csum auto") and trust:
+                build = what.removesuffix(" statistics only, --csum auto")
+                lines.append(f"{entry['input']} {entry['packets']:,}: {build}: "
+                             f"--csum auto takes {secs / trust:.2f}x the time of --csum trust")
+    return lines
 
 
 def rss_growth(results: list) -> list:
@@ -309,6 +328,9 @@ def main() -> None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print_table(results)
+    auto_cost = csum_auto_cost(results)
+    for line in auto_cost:
+        print(line)
     growth = rss_growth(results)
     for line in growth:
         print(line)
@@ -317,7 +339,8 @@ def main() -> None:
         Path(args.json).write_text(json.dumps({"builds": {label: {"command": cmd, "version": versions[label],
                                                                   "startup": startup[label]}
                                                           for label, cmd in builds},
-                                               "results": results, "rss_growth": growth}, indent=2) + "\n")
+                                               "results": results, "csum_auto_cost": auto_cost,
+                                               "rss_growth": growth}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

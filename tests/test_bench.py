@@ -39,6 +39,21 @@ def test_mix_has_udp_pure_acks_short_segments_and_ipv6(tmp_path):
     assert max(len(f) for _, f, _ in records) == 14 + 1488
 
 
+def test_generated_checksums_are_correct(tmp_path):
+    """--csum auto (measured beside trust) verifies bulk and mix: every TCP/UDP
+    checksum is right, none is a seed, none bad; IPv4 header checksums too."""
+    from grotool.engine import Settings
+    from grotool.replay import replay
+
+    for kind in ("bulk", "mix"):
+        path = tmp_path / f"{kind}.pcap"
+        bench_inputs.write_input(kind, str(path), 3000)
+        for csum in ("auto", "verify"):
+            sums = replay(str(path), None, Settings(csum=csum)).document["totals"]["checksums"]
+            assert sums["tcp_verified"] > 1000 and sums["tcp_bad"] == sums["tcp_offloaded"] == 0, (kind, sums)
+            assert sums["ip_header_bad"] == 0
+
+
 def test_quick_benchmark_runs_every_measurement(tmp_path):
     out = tmp_path / "bench.json"
     r = subprocess.run([sys.executable, str(ROOT / "bench" / "bench.py"), "--sizes", "400", "--scapy-packets", "50",
@@ -53,14 +68,19 @@ def test_quick_benchmark_runs_every_measurement(tmp_path):
     assert [(e["input"], e["packets"]) for e in doc["results"]] == [("bulk", 400), ("mix", 400), ("real", 400)]
     whats = [row["what"] for row in doc["results"][0]["rows"]]
     tshark = ["tshark -q -z conv,tcp"] if shutil.which("tshark") else []
-    assert whats == ["grotool statistics only", "grotool end to end", "I/O floor", *tshark,
-                     "naive scapy loop (first 50 packets)"]
+    assert whats == ["grotool statistics only", "grotool statistics only, --csum auto", "grotool end to end",
+                     "I/O floor", *tshark, "naive scapy loop (first 50 packets)"]
     for entry in doc["results"]:
         for row in entry["rows"]:
             assert row["seconds"] > 0 and row["pps"] > 0
         # grotool and the floor ran three times each (the default --repeat), the median counted
-        for row in entry["rows"][:3]:
+        for row in entry["rows"][:4]:
             assert len(row["runs"]) == 3 and row["seconds"] == sorted(row["runs"])[1], row
+        times = {row["what"]: row["seconds"] for row in entry["rows"]}
+        ratio = times["grotool statistics only, --csum auto"] / times["grotool statistics only"]
+        assert (f"{entry['input']} 400: grotool: --csum auto takes {ratio:.2f}x the time of --csum trust"
+                in doc["csum_auto_cost"])
+    assert len(doc["csum_auto_cost"]) == 3 and all(line in lines for line in doc["csum_auto_cost"])
 
 
 def _load_bench():

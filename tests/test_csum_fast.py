@@ -11,7 +11,7 @@
   payloads, IPv4/IPv6, VLAN tags and IP-in-IP tunnels, in every --csum mode
   and both device models;
 * the pseudo-header sums tcp.py uses reduce and fold like csum.pseudo4/pseudo6;
-* the byte readers whose compiled and interpreted bodies differ (csum.ip_header_ok,
+* the byte readers whose compiled and interpreted bodies differ (csum.ip_header_ok, csum.sum16_range,
   tcp.word32, tcp.same_bytes) give the straightforward answers, at every offset;
 * tcp._options_reason, walking two option areas where they lie in their frames,
   names what tcp.option_offsets of the two sliced areas says (timestamps first,
@@ -30,6 +30,8 @@ from __future__ import annotations
 import os
 import random
 import struct
+import subprocess
+import sys
 
 import pytest
 
@@ -44,9 +46,11 @@ needs_numpy = pytest.mark.skipif(csum.numpy_module() is None, reason="numpy not 
 
 @pytest.fixture(autouse=True)
 def prime_from_the_first_frame(monkeypatch):
-    """The engine sums the first CSUM_PRIME_AFTER_FRAMES frames one by one;
-    these tests want the primed path from the start."""
+    """The engine sums the first CSUM_PRIME_AFTER_FRAMES frames one by one (and
+    the compiled build every frame: PRIME_CHECKSUMS); these tests want the
+    primed path from the start, in both builds."""
     monkeypatch.setattr(napi, "CSUM_PRIME_AFTER_FRAMES", 0)
+    monkeypatch.setattr(napi, "PRIME_CHECKSUMS", True)
 
 
 def ones_sum(data: bytes) -> int:
@@ -122,6 +126,30 @@ def test_sum16_extremes():
 # ------------------------------------------------------------------------------------------
 # byte readers with a compiled and an interpreted body (the suite runs under both builds)
 # ------------------------------------------------------------------------------------------
+def test_sum16_range_is_sum16_of_the_slice():
+    """sum16_range (compiled: 32-bit words in machine order, then the 0..3 bytes
+    left) is exactly sum16 of the slice: every start and end in short data of
+    every length, long frames at every alignment, all-zero and all-0xFF bytes."""
+    rng = random.Random(9)
+    checked = 0
+    for n in range(0, 24):
+        for data in (rng.randbytes(n), bytes(n), b"\xff" * n):
+            for start in range(n + 1):
+                for end in range(start, n + 1):
+                    want = csum.sum16(data[start:end])
+                    assert csum.sum16_range(data, start, end) == want, (data, start, end)
+                    assert want == ones_sum(data[start:end]) % 0xFFFF
+                    checked += 1
+    for _ in range(300):
+        data = rng.choice([rng.randbytes, bytes, lambda k: b"\xff" * k])(rng.randrange(1400, 9100))
+        start = rng.randrange(0, 70)
+        end = rng.choice([len(data), rng.randrange(start, len(data) + 1)])
+        assert csum.sum16_range(data, start, end) == csum.sum16(data[start:end]) == \
+            ones_sum(data[start:end]) % 0xFFFF
+        checked += 1
+    assert checked == 3 * sum((n + 1) * (n + 2) // 2 for n in range(24)) + 300
+
+
 def test_ip_header_ok_is_a_zero_ones_complement_sum():
     rng = random.Random(5)
     header = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, 0, 1500, 7, 0x4000, 64, 6, 0,
@@ -479,6 +507,24 @@ def test_no_priming_during_warmup(monkeypatch):
     monkeypatch.setattr(napi, "prime_checksums", lambda skbs: calls.append(len(skbs)) or orig(skbs))
     _run(_traffic(0), Settings(device="veth", csum="verify"))
     assert calls and sum(calls) <= 900 - 600 + 64
+
+
+def test_only_the_interpreted_build_primes_with_numpy(tmp_path):
+    """By default the interpreted engine primes long captures' checksums with
+    numpy (after its warm-up); the compiled one sums each frame in C and never
+    imports numpy."""
+    path = tmp_path / "bulk.pcap"
+    with PcapWriter(str(path)) as w:
+        for ts, frame in S.bulk_flows(8, 7000 // 8, seed=3):     # (the fixture changed the warm-up here)
+            w.write(ts, frame)
+    code = ("import sys; from grotool.engine import Settings, napi; from grotool.replay import replay; "
+            f"r = replay({str(path)!r}, None, Settings()); "
+            "print(napi.__file__.endswith('.py'), 'numpy' in sys.modules, r.document['totals']['packets_out'], "
+            "napi.CSUM_PRIME_AFTER_FRAMES)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    interpreted, numpy_imported, delivered, warmup = out.stdout.split()
+    assert int(delivered) > 0 and int(warmup) <= 6000
+    assert numpy_imported == ("True" if interpreted == "True" and csum.numpy_module() is not None else "False")
 
 
 def test_bundled_captures_identical_with_and_without_priming(monkeypatch):

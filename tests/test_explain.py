@@ -59,6 +59,35 @@ def test_colour_only_when_forced_and_no_color_honoured():
     assert "\x1b[32m" not in plain.stdout and "merged" in plain.stdout
 
 
+@pytest.mark.parametrize("colour", [False, True])
+def test_text_is_not_printed_line_by_line(monkeypatch, colour):
+    """rich costs about a millisecond per console.print: the decisions go out in
+    a few writes (plain) or a few prints of many lines (colour), not one each."""
+    from click.testing import CliRunner
+    from rich.console import Console
+
+    from grotool.cli import main
+
+    prints = []
+    original = Console.print
+    monkeypatch.setattr(Console, "print", lambda self, *a, **k: prints.append(1) or original(self, *a, **k))
+    for name in ("FORCE_COLOR", "NO_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+    if colour:
+        monkeypatch.setenv("FORCE_COLOR", "1")
+    result = CliRunner().invoke(main, ["explain", MIXED])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[-1] == "\x1b[2m529 decisions shown\x1b[0m" if colour else lines[-1] == "529 decisions shown"
+    assert ("\x1b[32mmerged" in result.output) == colour
+    # 3 header lines and the last line through rich; the decisions and their poll lines written
+    # directly (plain) or STYLED_LINES_PER_PRINT to a print (colour)
+    from grotool.cli.explain_cmd import STYLED_LINES_PER_PRINT
+    decision_lines = len(lines) - 4
+    assert decision_lines > 529
+    assert len(prints) == 4 + (-(-decision_lines // STYLED_LINES_PER_PRINT) if colour else 0)
+
+
 def test_jsonl_schema_header_and_events():
     r = run("explain", MIXED, "--frame", "287-289", "--jsonl", "-")
     assert r.returncode == 0, r.stderr

@@ -175,7 +175,6 @@ def _format_ts(ns: int, first: int) -> str:
 def _print_text(console: Console, rows, result, settings, first_ts: int) -> None:
     from rich.text import Text
 
-    from ..report.events import compress_frames
     from ..report.flows import flow_label
 
     doc = result.document
@@ -187,6 +186,26 @@ def _print_text(console: Console, rows, result, settings, first_ts: int) -> None
         console.print("no decision matches the filters")
         return
     labels = [flow_label(described) for _, described, _ in rows]
+    lines = _decision_lines(rows, labels, first_ts)
+    if console.color_system is None:
+        _write_plain(console, lines)
+    else:
+        _print_styled(console, lines)
+    console.print(Text(f"{len(rows)} decisions shown"), style="dim")
+
+
+# Decisions printed per console.print call with colour: one call per line
+# costs rich about a millisecond (its render pipeline and buffer handling).
+STYLED_LINES_PER_PRINT = 500
+# Lines gathered per write of the plain text.
+PLAIN_LINES_PER_WRITE = 2000
+
+
+def _decision_lines(rows, labels, first_ts: int):
+    """Per poll header and per decision, the line as (text, style) pieces
+    (style None: plain); the caller strips trailing blanks."""
+    from ..report.events import compress_frames
+
     flow_width = min(max(len(s) for s in labels), 72)
     frame_width = max(2, max(len(str(e.frame)) for e, _, _ in rows))
     outcome_width = max(len(e.outcome) for e, _, _ in rows)
@@ -200,16 +219,13 @@ def _print_text(console: Console, rows, result, settings, first_ts: int) -> None
             where = f"poll {event.poll}"
             if several_queues:
                 where += f", queue {event.queue}" + (f", interface {event.interface}" if event.interface else "")
-            console.print(Text(where, style="bold underline"))
-        line = Text("  ")
+            yield [(where, "bold underline")]
         if event.kind == "completion":
-            line.append(f"{'->':>{frame_width}}", style="bold")   # a delivery, not a frame
+            frame = f"{'->':>{frame_width}}"       # a delivery, not a frame
         else:
-            line.append(f"{event.frame:>{frame_width}}", style="bold")
-        line.append(f"  {_format_ts(event.ts, first_ts)}  ")
-        line.append(f"{label:<{flow_width}}")
-        line.append("  ")
-        line.append(f"{event.outcome:<{outcome_width}}", style=OUTCOME_STYLE.get(event.outcome))
+            frame = f"{event.frame:>{frame_width}}"
+        line = [("  ", None), (frame, "bold"), (f"  {_format_ts(event.ts, first_ts)}  {label:<{flow_width}}  ", None),
+                (f"{event.outcome:<{outcome_width}}", OUTCOME_STYLE.get(event.outcome))]
         details = []
         if event.evidence:
             details.append(event.evidence)
@@ -224,13 +240,52 @@ def _print_text(console: Console, rows, result, settings, first_ts: int) -> None
         if event.row:
             details.append(event.row)
         if event.reason or details:
-            line.append("  ")
+            line.append(("  ", None))
             reason = event.reason or "-"
-            line.append(f"{reason:<{reason_width}}" if details else reason, style="bold" if event.reason else "dim")
+            line.append((f"{reason:<{reason_width}}" if details else reason, "bold" if event.reason else "dim"))
         if details:
-            line.append("  " + "; ".join(details))
+            line.append(("  " + "; ".join(details), None))
         if event.function:
-            line.append(f"  [{event.function}]", style="dim")
+            line.append((f"  [{event.function}]", "dim"))
+        yield line
+
+
+def _write_plain(console: Console, lines) -> None:
+    """The lines without styles, written straight to the console's file: what
+    rich prints for them without colour (control codes stripped as rich's Text
+    does, trailing blanks stripped, no wrapping), without its per-line cost."""
+    from rich.control import strip_control_codes
+
+    out = console.file
+    chunk = []
+    for pieces in lines:
+        chunk.append(strip_control_codes("".join(text for text, _ in pieces)).rstrip())
+        if len(chunk) >= PLAIN_LINES_PER_WRITE:
+            out.write("\n".join(chunk) + "\n")
+            chunk.clear()
+    if chunk:
+        out.write("\n".join(chunk) + "\n")
+    out.flush()
+
+
+def _print_styled(console: Console, lines) -> None:
+    """The lines with their styles, STYLED_LINES_PER_PRINT per console.print."""
+    from rich.text import Text
+
+    batch = Text()
+    count = 0
+    for pieces in lines:
+        line = Text()
+        for text, style in pieces:
+            line.append(text, style=style)
         line.rstrip()
-        console.print(line, soft_wrap=True)
-    console.print(Text(f"{len(rows)} decisions shown"), style="dim")
+        if count:
+            batch.append("\n")
+        batch.append_text(line)
+        count += 1
+        if count >= STYLED_LINES_PER_PRINT:
+            console.print(batch, soft_wrap=True)
+            batch = Text()
+            count = 0
+    if count:
+        console.print(batch, soft_wrap=True)

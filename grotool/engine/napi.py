@@ -126,8 +126,16 @@ class ChecksumPrimer:
                 self.backoff = 1
 
 
+# The compiled build sums a frame in C (csum.sum16_range) in less than numpy's
+# per-frame share of a poll, and without numpy's import: it does not prime.
+PRIME_CHECKSUMS = not cython.compiled
+
+
 def make_primer(settings: Settings, stats: Stats) -> Optional[ChecksumPrimer]:
-    """A primer when TCP checksums are summed at all (not --csum trust, GRO on)."""
+    """A primer when TCP checksums are summed at all (not --csum trust, GRO on)
+    and priming pays (PRIME_CHECKSUMS)."""
+    if not PRIME_CHECKSUMS:
+        return None
     return ChecksumPrimer(stats) if settings.gro and settings.csum != "trust" else None
 
 

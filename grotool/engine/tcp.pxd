@@ -3,10 +3,10 @@
 # are read as C values instead of Python objects.  No rule lives here.
 cimport cython
 from libc.string cimport memcmp
-from grotool.engine.skb cimport Skb, extend_key
+from grotool.engine.skb cimport Skb, Stats, extend_key
 from grotool.engine.gro cimport Bucket, GroNode
 from grotool.engine.network cimport inet_gro_flush, ipv6_gro_flush, network_flush
-from grotool.engine.csum cimport seed
+from grotool.engine.csum cimport seed, sum16_range
 
 cdef long TCP_FLAG_CWR, TCP_FLAG_ECE, TCP_FLAG_URG, TCP_FLAG_ACK, TCP_FLAG_PSH, TCP_FLAG_RST
 cdef long TCP_FLAG_SYN, TCP_FLAG_FIN, TCP_DOFF, TCP_RESERVED, TCP_WINDOW
@@ -22,15 +22,16 @@ cdef Py_ssize_t option_step(bytes data, Py_ssize_t at, Py_ssize_t i, Py_ssize_t 
 cpdef list option_offsets(bytes opts)
 @cython.locals(i=Py_ssize_t, step=Py_ssize_t)
 cpdef _options_reason(bytes data, Py_ssize_t at, bytes data2, Py_ssize_t at2, Py_ssize_t n)
-@cython.locals(data=bytes, field=long, folded=long, off=Py_ssize_t)
-cpdef bint validate_l4(GroNode gro, Skb skb, pseudo_sum, Py_ssize_t field_at, lco=*)
+# pseudo_sum: what pseudo4/pseudo6 return (a C long); segment_sum reduced mod 0xFFFF
+@cython.locals(stats=Stats, data=bytes, field=long, folded=long, off=Py_ssize_t, segment_sum=long, total=long)
+cpdef bint validate_l4(GroNode gro, Skb skb, long pseudo_sum, Py_ssize_t field_at, lco=*)
 cpdef checksum_verified(Skb skb)
 @cython.locals(raw=cython.p_uchar, total=long, at=Py_ssize_t)
 cpdef long pseudo4(data, Py_ssize_t nh, Py_ssize_t length, long proto=*)
 @cython.locals(raw=cython.p_uchar, total=long, at=Py_ssize_t)
 cpdef long pseudo6(data, Py_ssize_t nh, Py_ssize_t length, long proto=*)
-@cython.locals(data=bytes, off=Py_ssize_t, n=Py_ssize_t, thlen=Py_ssize_t)
-cpdef _receive(Bucket bucket, Skb skb, GroNode gro, pseudo)
+@cython.locals(data=bytes, off=Py_ssize_t, n=Py_ssize_t, thlen=Py_ssize_t, nh=Py_ssize_t, ps=long)
+cpdef _receive(Bucket bucket, Skb skb, GroNode gro, bint ipv6)
 cpdef tcp4_gro_receive(Bucket bucket, Skb skb, GroNode gro)
 cpdef tcp6_gro_receive(Bucket bucket, Skb skb, GroNode gro)
 cpdef _never_merged_reason(long flags)

@@ -12,7 +12,7 @@ else:
     from ._interpreted import cython
 
 from . import csum
-from .csum import seed
+from .csum import seed, sum16_range
 from .network import inet_gro_flush, ipv6_gro_flush, network_flush
 from .skb import extend_key
 
@@ -87,10 +87,10 @@ def validate_l4(gro, skb, pseudo_sum: int, field_at: int, lco=None) -> bool:
         # the device summed the whole frame (as a CHECKSUM_COMPLETE NIC fills
         # skb->csum); take away the headers pulled so far (skb_gro_postpull_rcsum).
         # At an even offset the 16-bit words line up, so this is exactly the sum
-        # of the segment, and the verdict is csum.is_valid's.
-        segment_sum = full - _from_bytes(data[:off], "big")
+        # of the segment (reduced, as sum16's), and the verdict is csum.is_valid's.
+        segment_sum = (full - _from_bytes(data[:off], "big")) % 0xFFFF
     else:
-        segment_sum = csum.sum16(memoryview(data)[off:])
+        segment_sum = sum16_range(data, off, len(data))
     total = pseudo_sum + segment_sum
     if total % 0xFFFF == 0:
         return True
@@ -147,7 +147,7 @@ def inner_seed_sum(data, at, etype):
     ps = pseudo(data, at, end - l4, proto)
     if (data[field_at] << 8) | data[field_at + 1] != seed(ps):
         return None
-    return (ps + csum.sum16(memoryview(data)[l4:end])) % 0xFFFF
+    return (ps + sum16_range(data, l4, end)) % 0xFFFF
 
 
 def lco_valid(data, start, total, at, etype):
@@ -193,12 +193,13 @@ def pseudo6(data, nh, length, proto=6):
     return total % 0xFFFF + proto + length
 
 
-def _receive(bucket, skb, gro, pseudo):
-    """The shared body of tcp4_gro_receive and tcp6_gro_receive."""
+def _receive(bucket, skb, gro, ipv6):
+    """The shared body of tcp4_gro_receive and tcp6_gro_receive (``ipv6``: which)."""
     if skb.flush is None and gro.verify_l4:
         # a packet that will be flushed anyway is not verified
         data = skb.data
-        ps = pseudo(data, skb.network_offsets[skb.encap_mark], len(data) - skb.off)
+        nh = skb.network_offsets[skb.encap_mark]
+        ps = pseudo6(data, nh, len(data) - skb.off) if ipv6 else pseudo4(data, nh, len(data) - skb.off)
         if not validate_l4(gro, skb, ps, skb.off + 16):
             skb.flush = "tcp_csum_bad"
             return None
@@ -215,11 +216,11 @@ def _receive(bucket, skb, gro, pseudo):
 
 
 def tcp4_gro_receive(bucket, skb, gro):
-    return _receive(bucket, skb, gro, pseudo4)
+    return _receive(bucket, skb, gro, False)
 
 
 def tcp6_gro_receive(bucket, skb, gro):
-    return _receive(bucket, skb, gro, pseudo6)
+    return _receive(bucket, skb, gro, True)
 
 
 # -- tcp_gro_receive ---------------------------------------------------------------
