@@ -15,7 +15,7 @@ import difflib
 import hashlib
 import os
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import replace, dataclass, field, fields
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import __version__
@@ -386,13 +386,26 @@ def kernel_settings_problem(settings: Settings) -> str:
         return "a kernel-origin golden needs --device veth settings (the kernel oracle's conditions)"
     if settings.budget > 64:
         return "a kernel-origin golden needs --budget 64 or less (frames per kernel poll)"
-    if settings != Settings(device="veth", budget=settings.budget, csum=settings.csum):
-        return "a kernel-origin golden takes only --device veth, --budget and --csum"
+    if settings != Settings(device="veth", budget=settings.budget, csum=settings.csum, kernel=settings.kernel):
+        return "a kernel-origin golden takes only --device veth, --budget, --csum and --kernel"
     return ""
 
 
-def kernel_entries(capture: str, settings: Settings) -> Tuple[List[Entry], int, str]:
-    """(entries, input frames, origin detail) from the real kernel (root).
+def oracle_profile(vm=None) -> Optional[str]:
+    """The --kernel profile of the kernel a kernel-origin golden comes from (the
+    host's, or ``vm``'s, a grotool.oracle.vm.VmSession): its long-term series,
+    or None when it is of none grotool models."""
+    from .engine.kernels import series_of
+
+    try:
+        return series_of(vm.image.release if vm is not None else os.uname().release)
+    except ValueError:
+        return None
+
+
+def kernel_entries(capture: str, settings: Settings, vm=None) -> Tuple[List[Entry], int, str]:
+    """(entries, input frames, origin detail) from the real kernel (root), or
+    from the kernel of ``vm`` (no root).
 
     The kernel run matches ``grotool replay --device veth`` with the same
     --csum and a budget of at most 64; its packets carry no reasons."""
@@ -402,7 +415,7 @@ def kernel_entries(capture: str, settings: Settings) -> Tuple[List[Entry], int, 
     problem = kernel_settings_problem(settings)
     if problem:
         raise InputError(f"{capture}: {problem}")
-    run = run_kernel_replay(capture, None, None, csum=settings.csum, batch=settings.budget)
+    run = run_kernel_replay(capture, None, None, csum=settings.csum, batch=settings.budget, vm=vm)
     if not run.reliable:
         raise EnvironmentProblem(f"{capture}: the kernel run was unreliable: " + "; ".join(run.warnings))
     entries = []
@@ -532,7 +545,7 @@ class CaptureResult:
 
 
 def check_target(target: Target, *, update: bool = False, settings: Optional[Settings] = None,
-                 from_kernel: bool = False, progress: Optional[Callable] = None) -> CaptureResult:
+                 from_kernel: bool = False, progress: Optional[Callable] = None, vm=None) -> CaptureResult:
     """Check (or with ``update`` write) one capture's golden.  An unreadable
     capture or golden becomes an ERROR result; a missing privilege or tool
     (EnvironmentProblem, --from-kernel) is raised."""
@@ -541,7 +554,7 @@ def check_target(target: Target, *, update: bool = False, settings: Optional[Set
     started = time.monotonic()
     result = CaptureResult(target.capture, target.golden, ERROR)
     try:
-        _check(target, result, update, settings, from_kernel, progress)
+        _check(target, result, update, settings, from_kernel, progress, vm)
     except InputError as exc:
         result.status = ERROR
         result.message = str(exc)
@@ -624,7 +637,7 @@ def check_all(targets: Sequence[Target], executor, *, update: bool = False, sett
 
 
 def _check(target: Target, result: CaptureResult, update: bool, settings: Optional[Settings],
-           from_kernel: bool, progress: Optional[Callable]) -> None:
+           from_kernel: bool, progress: Optional[Callable], vm=None) -> None:
     if target.problem:
         raise InputError(f"{target.capture or target.golden}: {target.problem}")
     capture = target.capture
@@ -650,7 +663,10 @@ def _check(target: Target, result: CaptureResult, update: bool, settings: Option
     # update: write a missing golden, or rewrite one
     use = settings or (golden.settings if golden is not None else Settings())
     if from_kernel:
-        entries, frames, detail = kernel_entries(capture, use)
+        profile = oracle_profile(vm)
+        if profile is not None:
+            use = replace(use, kernel=profile)       # a check replays under the kernel's own profile
+        entries, frames, detail = kernel_entries(capture, use, vm)
         new = Golden(os.path.basename(capture), frames, use, ORIGIN_KERNEL, detail, entries=entries)
     elif golden is not None and golden.origin == ORIGIN_KERNEL:
         # never overwrite the real kernel's expectation with grotool's own output

@@ -9,7 +9,7 @@ import pytest
 from grotool.engine import Engine, Settings, simulate
 from grotool.engine.kernels import BY_ID, DEFAULT_KERNEL, MAINLINE, ROWS, SERIES, known_versions, profile
 
-from kernel_support import ACK, MSS, V4_DST, V4_SRC, _l4_check, ether, payload_bytes, tcp, udp
+from kernel_support import ACK, V4_DST, V4_SRC, _l4_check, ether, payload_bytes, tcp, udp
 
 CWR = 0x80
 

@@ -374,3 +374,25 @@ def test_the_xdp_setup_of_kernels_before_5_13_gives_the_same_merges(guest, monke
     assert [(p.covers, p.data) for p in xdp.packets] == [(p.covers, p.data) for p in plain.packets]
     with pytest.raises(Exception, match="MTU 3500"):
         guest.replay([S.tcp_frame(payload=4000)], guest_env={"GROTOOL_ORACLE_XDP": "1"})
+
+
+def test_check_writes_a_kernel_origin_golden_from_the_guest_and_checks_it_under_its_profile(guest, tmp_path):
+    """check --update --from-kernel --vm: the golden is what the guest's kernel
+    delivered, records its release and its --kernel profile, and a check
+    (grotool's replay under that profile) passes; under 6.18 it would not
+    (the selftest capture has CWR and fixed-ID segments, rows T1 and L2)."""
+    import shutil
+
+    from grotool.check import PASS, Golden, check_target, diff_entries, find_targets, replay_entries
+
+    capture = tmp_path / "selftest-ipv4.pcap"
+    shutil.copy(Path(__file__).resolve().parent.parent / "captures" / "selftest-ipv4.pcap", capture)
+    (target,) = find_targets([str(capture)])
+    written = check_target(target, update=True, settings=Settings(device="veth"), from_kernel=True, vm=guest)
+    assert written.status != "error", written.message
+    golden = Golden.load(target.golden)
+    assert golden.settings.kernel == series(guest)
+    assert guest.image.release in golden.origin_text()
+    assert check_target(target).status == PASS
+    entries, _ = replay_entries(str(capture), Settings(device="veth"), None)
+    assert diff_entries(golden.entries, entries)                 # 6.18's answer differs

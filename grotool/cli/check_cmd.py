@@ -30,6 +30,11 @@ _STYLE = {"pass": "green", "unchanged": "green", "written": "cyan", "updated": "
 @click.option("--from-kernel", is_flag=True,
               help="With --update: take the expectation from the real kernel (grotool kernel; root, "
                    "--device veth settings) and record that origin.")
+@click.option("--vm", "vm_image", metavar="IMAGE", default=None,
+              help="With --from-kernel: take the expectation from the kernel IMAGE booted in a VM (grotool kernel "
+                   "--vm: debian:6.1, debian:6.12 or a vmlinuz with --vm-modules; no root), booted once for every "
+                   "capture; the goldens record that kernel's --kernel profile.")
+@click.option("--vm-modules", metavar="DIR", default=None, help="With --vm VMLINUZ: its /lib/modules/RELEASE.")
 @click.option("--junit", "junit_path", metavar="FILE", default=None, help="Write a JUnit XML report.")
 @click.option("--max-differences", type=click.IntRange(1, 1 << 20), default=10, show_default=True,
               help="Differences explained per capture.")
@@ -42,7 +47,8 @@ _STYLE = {"pass": "green", "unchanged": "green", "written": "cyan", "updated": "
                    "captures and goldens at the same paths).")
 @click.pass_context
 @user_errors
-def check(ctx, paths, update, from_kernel, junit_path, max_differences, quiet, jobs, scheduler, **options):
+def check(ctx, paths, update, from_kernel, vm_image, vm_modules, junit_path, max_differences, quiet, jobs, scheduler,
+          **options):
     """Replay each capture (files or folders) with its golden's settings and
     compare with the golden (x.pcap + x.gro).
 
@@ -52,7 +58,7 @@ def check(ctx, paths, update, from_kernel, junit_path, max_differences, quiet, j
     On a terminal, a progress bar on standard error shows the frames replayed
     (one process) or the captures completed (--jobs, --scheduler); never with
     -q.  Results, goldens and the JUnit report are the same either way."""
-    from ..check import check_target, describe_difference, find_targets
+    from ..check import describe_difference, find_targets
 
     given = explicit_settings(ctx)
     settings = settings_from_options(options)
@@ -60,6 +66,10 @@ def check(ctx, paths, update, from_kernel, junit_path, max_differences, quiet, j
         raise click.UsageError("replay options are for --update; a check replays with each golden's settings")
     if from_kernel and not update:
         raise click.UsageError("--from-kernel goes with --update")
+    if vm_image and not from_kernel:
+        raise click.UsageError("--vm goes with --update --from-kernel")
+    if vm_image and (jobs > 1 or scheduler):
+        raise click.UsageError("--vm checks captures one after another in one guest (no --jobs, --scheduler)")
     if from_kernel and given:
         from ..check import kernel_settings_problem
 
@@ -93,6 +103,28 @@ def check(ctx, paths, update, from_kernel, junit_path, max_differences, quiet, j
                 bar.close()
         _finish(console, results, update, junit_path, max_differences, quiet, describe_difference)
         return
+    vm = None
+    if vm_image:
+        from ..oracle.vm import VmSession
+
+        vm = VmSession(vm_image, modules=vm_modules, log=None if quiet else _log_line)
+        vm.__enter__()
+    try:
+        _check_here(console, targets, update, settings if given else None, from_kernel, vm, junit_path,
+                    max_differences, quiet)
+    finally:
+        if vm is not None:
+            vm.close()
+
+
+def _log_line(text: str) -> None:
+    click.echo(f"grotool: {text}", err=True)
+
+
+def _check_here(console, targets, update, settings, from_kernel, vm, junit_path, max_differences, quiet) -> None:
+    """check in this process, one capture after another."""
+    from ..check import check_target, describe_difference
+
     sizes = [input_size(t.capture) if t.capture else 0 for t in targets]
     bar = ProgressBar(progress_wanted(quiet), sum(s or 0 for s in sizes) or None, "check")
     results = []
@@ -101,8 +133,8 @@ def check(ctx, paths, update, from_kernel, junit_path, max_differences, quiet, j
         for target, size in zip(targets, sizes):
             bar.next_input(frames_done, bytes_done, f"check {os.path.basename(target.capture or target.golden)}")
             progress = (lambda frames, reader: bar.update(frames, reader_position(reader))) if bar.enabled else None
-            result = check_target(target, update=update, settings=settings if given else None,
-                                  from_kernel=from_kernel, progress=progress)
+            result = check_target(target, update=update, settings=settings, from_kernel=from_kernel,
+                                  progress=progress, vm=vm)
             results.append(result)
             frames_done += result.frames
             bytes_done += size or 0

@@ -16,7 +16,7 @@ release named in SERIES, and the mainline releases ``X.Y.0`` from 5.10.0 to
 
 from __future__ import annotations
 
-from typing import Dict, FrozenSet, NamedTuple, Optional, Tuple
+from typing import Dict, FrozenSet, NamedTuple, Tuple
 
 DEFAULT_KERNEL = "6.18"
 
