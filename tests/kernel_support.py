@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import struct
+import re
 import subprocess
 from typing import List, Optional, Sequence
 
@@ -274,6 +275,19 @@ def oracle_kernel_profile() -> str:
 
     vm = oracle_vm()
     return series_of(vm.image.release if vm is not None else os.uname().release)
+
+
+def oracle_supports_rss() -> bool:
+    """Whether the oracle's kernel can take grotool kernel --rss (its hash program
+    needs tcx links, Linux 6.6 or later); known before any guest boots."""
+    if TEST_VM is None:
+        release = os.uname().release
+    elif TEST_VM.startswith("debian:"):
+        release = TEST_VM.split(":", 1)[1]
+    else:
+        return True                     # a user's image: let the oracle say
+    major, minor = (int(x) for x in re.match(r"(\d+)\.(\d+)", release).groups())
+    return (major, minor) >= (6, 6)
 
 
 def oracle_kernel_config():

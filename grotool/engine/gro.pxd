@@ -24,7 +24,7 @@ cdef class GroNode:
     cdef public list buckets, rx_list
     cdef public tuple packet_offloads
     cdef public Py_ssize_t held_count, rx_count, queue, poll, _batch, max_skb_frags, size_check_from
-    cdef public bint verify_l4, csum_auto, gro_enabled, l4_csum_full
+    cdef public bint verify_l4, csum_auto, gro_enabled, rx_gro_list, l4_csum_full
     # the kernel profile's rows (kernels.py), read by the rule sites
     cdef public object kernel
     cdef public bint rx_count_segs, tcp_fraglist, tcp_cwr_compared, udp_l3_checks, flist_honours_flush

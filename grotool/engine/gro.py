@@ -85,6 +85,7 @@ class GroNode:
         self.kernel = kernel
         self.host = HostSockets(settings, kernel)
         self.rx_count_segs = kernel.holds("C1")
+        self.rx_gro_list = settings.rx_gro_list
         self.tcp_fraglist = settings.rx_gro_list and kernel.holds("T2")
         self.tcp_cwr_compared = kernel.holds("T1")
         # inet_gro_flush's IP ID rule: 0 before 6.10, 1 from 6.10 (row L1), 2 from 6.18 (row L2)
@@ -159,8 +160,8 @@ class GroNode:
         skb.ip_fixedid = 0
         skb.flag_or = 0
         skb.encapsulation = 0
-        if not self.tcp_fraglist:
-            skb.is_flist = 0                         # only TCP fraglist GRO decides per packet
+        if not self.rx_gro_list:
+            skb.is_flist = 0                         # only rx-gro-list decides per packet
         bucket.held.append(skb)
         self.held_count += 1
 
