@@ -137,9 +137,19 @@ def merged_as_one(n=4):
     return [list(range(n))]
 
 
+def as_injected(frames, csum, **ports):
+    """The frames as the oracle gave them to the kernel: under --csum auto it fills
+    an inner seed in, which a segment going up alone keeps (from 6.10 to 6.17 these
+    flows go up one segment at a time)."""
+    if csum != "auto" or len(merged_as_one()) == 1:
+        return frames
+    return [prepare_frame(f, "auto", **ports)[0] for f in frames]
+
+
 def run(frames, csum):
     kernel = replay_frames(frames, csum=csum, host=HostState.build(), require_reliable=True)
-    sim = list(simulate([(i, f, len(f)) for i, f in enumerate(frames)], 1, machine_settings(csum=csum)))
+    seen = as_injected(frames, csum)
+    sim = list(simulate([(i, f, len(f)) for i, f in enumerate(seen)], 1, machine_settings(csum=csum)))
     return kernel, sim
 
 
@@ -177,7 +187,8 @@ def test_bad_checksums_behind_another_nibble_stay_bad_under_auto():
 def test_vxlan_inner_ipv6_with_another_nibble_and_its_seed():
     frames = vxlan_flow(7, "seed")
     kernel = replay_frames(frames, csum="auto", host=HostState.build(vxlan_ports=(4789,)), require_reliable=True)
-    sim = list(simulate([(i, f, len(f)) for i, f in enumerate(frames)], 1,
+    seen = as_injected(frames, "auto", vxlan_ports=(4789,))
+    sim = list(simulate([(i, f, len(f)) for i, f in enumerate(seen)], 1,
                         machine_settings(csum="auto", vxlan_ports=(4789,))))
     assert [p.covers for p in kernel] == merged_as_one()
     assert_identical(frames, kernel, sim, "vxlan inner ipv6 version 7 auto")

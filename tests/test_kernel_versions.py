@@ -296,3 +296,18 @@ def test_L1_from_6_10_the_version_nibble_picks_the_l3_checks():
     assert segs(frames, "6.1", csum="trust") == [4]
     assert segs(frames, "6.12", csum="trust") == [1, 1, 1, 1]
     assert segs(frames, "6.18", csum="trust") == [4]
+
+
+def test_L1_before_6_10_a_datagrams_own_header_flags_flush_the_held_udp_packet():
+    frames = [udp(800, ip_id=i) for i in range(6)]
+    flagged = bytearray(frames[3])
+    flagged[14 + 6] |= 0x80                              # the reserved fragment flag
+    from kernel_support import csum
+    flagged[14 + 10:14 + 12] = b"\0\0"
+    flagged[14 + 10:14 + 12] = struct.pack("!H", csum(bytes(flagged[14:34])))
+    frames[3] = bytes(flagged)
+    # fraglist: from 6.10 the flagged datagram, its checksum state unlike the held one's, goes up alone
+    old = run(frames, "6.1", rx_gro_list=True)
+    new = run(frames, "6.12", rx_gro_list=True)
+    assert [list(d.indices) for d in old][:2] == [[0, 1, 2], [3]]
+    assert [list(d.indices) for d in new][:2] == [[3], [0, 1, 2]]

@@ -157,7 +157,8 @@ ROWS: Tuple[Row, ...] = (
         "choose fixed or incrementing IDs",
         "inet_gro_flush runs from tcp_gro_receive/udp_gro_receive_segment with one ip_fixedid bit: an inner "
         "fixed ID (DF) makes a non-DF outer header's incrementing ID a flush from the third packet; the checks "
-        "follow the header's version nibble, so an IPv6 header whose nibble is not 6 is checked as IPv4",
+        "follow the header's version nibble, so an IPv6 header whose nibble is not 6 is checked as IPv4; a "
+        "datagram's own IP header flags (length, reserved bit) no longer flush the held UDP packet",
         (6, 10), (),
         "4b0ebbca3e16 net: gro: move L3 flush checks to tcp_gro_receive and udp_gro_receive_segment",
         "engine"),

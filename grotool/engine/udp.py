@@ -162,7 +162,13 @@ def udp_gro_receive_segment(bucket, skb, gro, check):
         p.flush = "udp_flist_mismatch"
         return p
     # row U1: before 6.9 (and its stable backports) no L3 checks here
-    reason = gro_receive_network_flush(p, skb, gro) if gro.udp_l3_checks else None
+    reason = None
+    if gro.udp_l3_checks:
+        reason = gro_receive_network_flush(p, skb, gro)
+        if reason is None and skb.flush is not None and not gro.ipid_rule:
+            # before 6.10 (row L1) inet/ipv6_gro_receive put a packet's own header flags
+            # (length, reserved bit) on the held packet of its flow too
+            reason = skb.flush
     first_len = _u16(p.data, p.l4_off + 4)[0]
     if reason is None and ulen > first_len:
         reason = "udp_len_larger"
