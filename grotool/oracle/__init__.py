@@ -152,9 +152,9 @@ def run_kernel_replay(input_path: str, output_path: Optional[str], json_path: Op
         raise InputError("OUTPUT and --json cannot both be standard output")
     from ..io.safe_output import check_outputs
 
-    check_outputs([output_path, json_path], ["output capture", "--json"], [input_path])
     if vm is None:
-        check_environment()
+        check_environment()             # no root, no tool: nothing else matters (exit 4)
+    check_outputs([output_path, json_path], ["output capture", "--json"], [input_path])
     started = time.monotonic()
     frame_list, stamps, info = read_input(input_path)
     left = max_seconds - (time.monotonic() - started)       # the deadline covers reading the input too
