@@ -71,7 +71,7 @@ class HostState:
             if value is not None:
                 value = int(value)
                 if not 0 <= value <= GRO_MAX_SIZE:
-                    raise ValueError(f"{name} must be between 0 and {GRO_MAX_SIZE}")
+                    raise ValueError(f"{name} must be 0..{GRO_MAX_SIZE} (the kernel's GRO_MAX_SIZE)")
             sizes.append(value)
         return cls(bool(udp_gro_forwarding), bool(rx_gro_list), sockets, vxlan, geneve,
                    tuple(flows), *sizes)
