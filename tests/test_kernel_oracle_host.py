@@ -116,7 +116,23 @@ def test_host_state_build_and_legacy_udp_gro():
     with pytest.raises(ValueError, match="both a --udp-gro-socket and a tunnel port"):
         HostState.build(vxlan_ports=[4789], udp_gro_sockets=[4789])
     assert h.to_json() == {"udp_gro_forwarding": False, "rx_gro_list": False, "udp_gro_sockets": [53, 443],
-                           "vxlan_ports": [4789], "geneve_ports": [], "local_tcp": ["10.0.0.2:80"]}
+                           "vxlan_ports": [4789], "geneve_ports": [], "local_tcp": ["10.0.0.2:80"],
+                           "gro_max_size": None, "gro_ipv4_max_size": None}
+
+
+def test_host_state_gro_sizes():
+    """The receiving veth's gro_max_size/gro_ipv4_max_size: None leaves the device's;
+    bounded by GRO_MAX_SIZE; kept when the deprecated --udp-gro is folded in."""
+    h = HostState.build(gro_max_size="185000", gro_ipv4_max_size=16000)
+    assert (h.gro_max_size, h.gro_ipv4_max_size, h.sets_gro_sizes) == (185000, 16000, True)
+    assert not HostState.build().sets_gro_sizes
+    assert h.to_json()["gro_max_size"] == 185000 and h.to_json()["gro_ipv4_max_size"] == 16000
+    for name in ("gro_max_size", "gro_ipv4_max_size"):
+        with pytest.raises(ValueError, match=f"{name} must be 0..524280"):
+            HostState.build(**{name: 524281})
+    folded = h.with_legacy_udp_gro("fraglist")
+    assert (folded.rx_gro_list, folded.gro_max_size, folded.gro_ipv4_max_size) == (True, 185000, 16000)
+    assert h.with_legacy_udp_gro("off") is h
 
 
 def test_port_form_takes_every_flow_to_that_port_in_the_capture():
@@ -579,7 +595,9 @@ def test_sidecar_records_the_host_state(tmp_path):
     doc = json.loads(side.read_text())
     st = doc["settings"]
     assert st["host"] == {"udp_gro_forwarding": True, "rx_gro_list": True, "udp_gro_sockets": [5202],
-                          "vxlan_ports": [4789], "geneve_ports": [], "local_tcp": ["10.0.0.2:5201"]}
+                          "vxlan_ports": [4789], "geneve_ports": [], "local_tcp": ["10.0.0.2:5201"],
+                          "gro_max_size": None, "gro_ipv4_max_size": None}
+    assert st["gro_max_size"] == 65536             # the device as it came, read back
     assert st["rx_features"]["rx-gro-list"] == "on" and st["rx_features"]["rx-udp-gro-forwarding"] == "on"
     assert st["host_realised"]["local_tcp_flows"] == ["10.0.0.1:40000>10.0.0.2:5201"]
     assert [t["dev"] for t in st["host_realised"]["tunnels"]] == ["gvx4789"]

@@ -555,6 +555,11 @@ def _local_tcp_values(ctx, param, values):
                    "flow to B:P in the capture does. Decides TCP fraglist GRO. Repeatable.")
 @click.option("--udp-gro", type=click.Choice(["off", "forward", "fraglist"]), default=None, hidden=True,
               help="Deprecated: forward = --udp-gro-forwarding, fraglist = --rx-gro-list.")
+@click.option("--gro-max-size", type=click.IntRange(0, 524280), default=None,
+              help="ip link gro_max_size of the receiving veth (IPv6; above 65536 is BIG TCP) [default: the "
+                   "device's, 65536]. At most 65536 sets gro_ipv4_max_size too, as in replay.")
+@click.option("--gro-ipv4-max-size", type=click.IntRange(0, 524280), default=None,
+              help="ip link gro_ipv4_max_size of the receiving veth (Linux 6.3+; exit 4 on an older kernel).")
 @click.option("--batch", type=click.IntRange(1, 64), default=64, show_default=True,
               help="Frames per NAPI poll (at most the budget, 64).")
 @click.option("--max-seconds", type=click.FloatRange(1, 86400), default=300, show_default=True,
@@ -575,7 +580,7 @@ def _local_tcp_values(ctx, param, values):
 @click.option("--quiet", "-q", is_flag=True)
 @user_errors
 def kernel(input_path, output_path, json_path, csum, udp_gro_forwarding, rx_gro_list, udp_gro_sockets, vxlan_ports,
-           geneve_ports, local_tcp, udp_gro, batch, max_seconds, rss, rss_key_hex, vm_image, vm_modules,
+           geneve_ports, local_tcp, udp_gro, gro_max_size, gro_ipv4_max_size, batch, max_seconds, rss, rss_key_hex, vm_image, vm_modules,
            vm_boot_timeout, quiet):
     """Replay INPUT through the real kernel's GRO (veth in a private network
     namespace; root) and write what it delivered to OUTPUT.  The host options
@@ -592,7 +597,8 @@ def kernel(input_path, output_path, json_path, csum, udp_gro_forwarding, rx_gro_
     try:
         host = HostState.build(udp_gro_forwarding=udp_gro_forwarding, rx_gro_list=rx_gro_list,
                                udp_gro_sockets=udp_gro_sockets, vxlan_ports=vxlan_ports,
-                               geneve_ports=geneve_ports, local_tcp=local_tcp, udp_gro=udp_gro)
+                               geneve_ports=geneve_ports, local_tcp=local_tcp, udp_gro=udp_gro,
+                               gro_max_size=gro_max_size, gro_ipv4_max_size=gro_ipv4_max_size)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     if rss_key_hex is not None and not rss:

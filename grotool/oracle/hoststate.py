@@ -1,15 +1,17 @@
 """The receiving host's state that a capture cannot show, as the user states it
 (`--udp-gro-forwarding`, `--rx-gro-list`, `--udp-gro-socket`, `--vxlan-port`,
-`--geneve-port`, `--local-tcp`).  Pure data and parsing, no privileges: the
+`--geneve-port`, `--local-tcp`, and the receiving device's `--gro-max-size` and
+`--gro-ipv4-max-size`).  Pure data and parsing, no privileges: the
 oracle realises it in its namespace (grotool.oracle.netns), the simulation can
 read the same object.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, List, Optional, Sequence, Tuple
 
+from ..engine.config import GRO_MAX_SIZE
 from ..engine.hoststate import Endpoint, LocalTcp, parse_endpoint, parse_local_tcp, parse_port
 
 __all__ = ["Endpoint", "LocalTcp", "HostState", "parse_endpoint", "parse_local_tcp", "parse_port",
@@ -29,11 +31,16 @@ class HostState:
     vxlan_ports: Tuple[int, ...] = ()                # VXLAN devices listening on these ports
     geneve_ports: Tuple[int, ...] = ()               # GENEVE devices listening on these ports
     local_tcp: Tuple[LocalTcp, ...] = field(default=())
+    # the receiving device's ip link gro_max_size / gro_ipv4_max_size; None: left as the
+    # device came (65536 on veth)
+    gro_max_size: Optional[int] = None
+    gro_ipv4_max_size: Optional[int] = None
 
     @classmethod
     def build(cls, *, udp_gro_forwarding: bool = False, rx_gro_list: bool = False,
               udp_gro_sockets: Iterable = (), vxlan_ports: Iterable = (), geneve_ports: Iterable = (),
-              local_tcp: Iterable = (), udp_gro: Optional[str] = None) -> "HostState":
+              local_tcp: Iterable = (), udp_gro: Optional[str] = None, gro_max_size: Optional[int] = None,
+              gro_ipv4_max_size: Optional[int] = None) -> "HostState":
         """From option values (ports as int or text, local_tcp as LocalTcp or text);
         ``udp_gro`` is the deprecated off|forward|fraglist.  ValueError on bad values."""
         if udp_gro is not None:
@@ -59,8 +66,27 @@ class HostState:
         taken = set(sockets) & (set(vxlan) | set(geneve))
         if taken:
             raise ValueError(f"port {min(taken)} cannot be both a --udp-gro-socket and a tunnel port")
+        sizes = []
+        for name, value in (("gro_max_size", gro_max_size), ("gro_ipv4_max_size", gro_ipv4_max_size)):
+            if value is not None:
+                value = int(value)
+                if not 0 <= value <= GRO_MAX_SIZE:
+                    raise ValueError(f"{name} must be 0..{GRO_MAX_SIZE} (the kernel's GRO_MAX_SIZE)")
+            sizes.append(value)
         return cls(bool(udp_gro_forwarding), bool(rx_gro_list), sockets, vxlan, geneve,
-                   tuple(flows))
+                   tuple(flows), *sizes)
+
+    def with_legacy_udp_gro(self, udp_gro: Optional[str]) -> "HostState":
+        """This state with the deprecated off|forward|fraglist added to its ethtool part."""
+        if udp_gro in (None, "off"):
+            return self
+        legacy = HostState.build(udp_gro=udp_gro)
+        return replace(self, udp_gro_forwarding=self.udp_gro_forwarding or legacy.udp_gro_forwarding,
+                       rx_gro_list=self.rx_gro_list or legacy.rx_gro_list)
+
+    @property
+    def sets_gro_sizes(self) -> bool:
+        return self.gro_max_size is not None or self.gro_ipv4_max_size is not None
 
     @property
     def legacy_udp_gro(self) -> str:
@@ -76,7 +102,8 @@ class HostState:
     def to_json(self) -> dict:
         return {"udp_gro_forwarding": self.udp_gro_forwarding, "rx_gro_list": self.rx_gro_list,
                 "udp_gro_sockets": list(self.udp_gro_sockets), "vxlan_ports": list(self.vxlan_ports),
-                "geneve_ports": list(self.geneve_ports), "local_tcp": [str(x) for x in self.local_tcp]}
+                "geneve_ports": list(self.geneve_ports), "local_tcp": [str(x) for x in self.local_tcp],
+                "gro_max_size": self.gro_max_size, "gro_ipv4_max_size": self.gro_ipv4_max_size}
 
 
 Flow = Tuple[Endpoint, Endpoint]

@@ -111,7 +111,7 @@ MAX_REPLAYS = 3
 MAX_FRAME = MTU + fr.ETH_HLEN  # plus 4 for a VLAN-tagged frame (AF_PACKET allows one tag beyond the MTU)
 CSUM_MODES = ("auto", "fix", "trust", "verify")
 DEFAULT_CSUM = "auto"
-_RECV_BUF = 1 << 17
+_RECV_BUF = 1 << 20            # a BIG TCP aggregate is up to GRO_MAX_SIZE (524280) bytes
 
 
 # -----------------------------------------------------------------------------

@@ -13,7 +13,8 @@ with SIGKILL leaves a namespace that the next run recognises as stale (its
 process is gone, or the pid now belongs to a younger process) and removes.
 
 The system tools do the configuration (``ip``, ``ethtool``, ``tc``; sysfs and
-sysctl writes through ``ip netns exec NS sh -c ...``).  Sockets enter the
+sysctl writes through ``ip netns exec NS sh -c ...``), except gro_max_size and
+gro_ipv4_max_size, set with rtnetlink directly (grotool.oracle.rtnl).  Sockets enter the
 namespace with setns(2) on the calling thread only, and switch back at once.
 """
 
@@ -33,6 +34,7 @@ import time
 from typing import Dict, List, Optional, Set, Tuple
 
 from ..errors import EnvironmentProblem, InputError
+from . import rtnl
 from .hoststate import Endpoint, HostState
 
 PREFIX = "grotool-o"
@@ -249,11 +251,8 @@ class VethNamespace:
             raise ValueError(f"udp_gro must be one of {UDP_GRO_MODES}")
         if host is None:
             host = HostState.build(udp_gro=udp_gro or "off")
-        elif udp_gro not in (None, "off"):
-            host = HostState.build(udp_gro=udp_gro, udp_gro_forwarding=host.udp_gro_forwarding,
-                                   rx_gro_list=host.rx_gro_list, udp_gro_sockets=host.udp_gro_sockets,
-                                   vxlan_ports=host.vxlan_ports, geneve_ports=host.geneve_ports,
-                                   local_tcp=host.local_tcp)
+        else:
+            host = host.with_legacy_udp_gro(udp_gro)
         self.name = f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
         self.host = host
         self.udp_gro = host.legacy_udp_gro
@@ -264,6 +263,7 @@ class VethNamespace:
         self.created = False
         self.drop_filter = False
         self.features: Dict[str, Dict[str, str]] = {}
+        self.gro_sizes: Dict[str, Optional[int]] = {}   # the receiving veth's, as read back
         self.removed_stale: List[str] = []
         self.tunnels: List[dict] = []                   # VXLAN/GENEVE devices made, as read back
         self.udp_sockets: List[socket.socket] = []
@@ -309,6 +309,7 @@ class VethNamespace:
         self.ns_exec("ethtool", "-K", RX_DEV, "gro", "on", "lro", "off",
                      "rx-udp-gro-forwarding", "on" if self.host.udp_gro_forwarding else "off",
                      "rx-gro-list", "on" if self.host.rx_gro_list else "off")
+        self._set_gro_sizes()
         self._sh(f"echo {self.flush_timeout_ns} > /sys/class/net/{RX_DEV}/gro_flush_timeout && "
                  f"echo {self.defer_hard_irqs} > /sys/class/net/{RX_DEV}/napi_defer_hard_irqs")
         _run(["ip", "-n", self.name, "-batch", "-"],
@@ -327,6 +328,47 @@ class VethNamespace:
         self._make_tunnels()
         self._verify()
         self._open_udp_sockets()
+
+    GRO_SIZE_ATTRS = (("gro_max_size", rtnl.IFLA_GRO_MAX_SIZE, "5.16", "--gro-max-size"),
+                      ("gro_ipv4_max_size", rtnl.IFLA_GRO_IPV4_MAX_SIZE, "6.3", "--gro-ipv4-max-size"))
+
+    def _read_gro_sizes(self, ifindex: int) -> Dict[str, Optional[int]]:
+        try:
+            got = rtnl.link_u32(ifindex, [attr for _, attr, _, _ in self.GRO_SIZE_ATTRS])
+        except OSError as exc:
+            raise EnvironmentProblem(f"cannot read the settings of {RX_DEV} (RTM_GETLINK): "
+                                     f"{exc.strerror or exc}") from None
+        return {name: got.get(attr) for name, attr, _, _ in self.GRO_SIZE_ATTRS}
+
+    def _set_gro_sizes(self) -> None:
+        """The receiving veth's gro_max_size and gro_ipv4_max_size (RTM_NEWLINK; the
+        kernel's do_setlink sets gro_max_size first, and a gro_max_size of at most
+        65536 sets gro_ipv4_max_size too: netif_set_gro_max_size).  A kernel without
+        the attribute ignores it, so what it lacks is found by reading back first."""
+        back = self.enter()
+        try:
+            ifindex = socket.if_nametoindex(RX_DEV)
+            before = self._read_gro_sizes(ifindex)
+            wanted = [(name, attr, getattr(self.host, name), since, option)
+                      for name, attr, since, option in self.GRO_SIZE_ATTRS if getattr(self.host, name) is not None]
+            for name, _attr, _value, since, option in wanted:
+                if before[name] is None:
+                    raise KernelLacksFeature(f"this kernel ({os.uname().release}) has no {name} device setting "
+                                             f"(Linux {since}+): {option} cannot be set")
+            if wanted:
+                try:
+                    rtnl.set_link_u32(ifindex, [(attr, value) for _, attr, value, _, _ in wanted])
+                except OSError as exc:
+                    what = ", ".join(f"{name} {value}" for name, _, value, _, _ in wanted)
+                    raise KernelLacksFeature(f"this kernel ({os.uname().release}) refused {what} on {RX_DEV}: "
+                                             f"{exc.strerror or exc}") from None
+            self.gro_sizes = self._read_gro_sizes(ifindex)
+        finally:
+            self.leave(back)
+        for name, _attr, value, _since, _option in wanted:
+            if self.gro_sizes[name] != value:
+                raise EnvironmentProblem(f"could not set {name} {value} on {RX_DEV} "
+                                         f"(read back {self.gro_sizes[name]})")
 
     def _make_tunnels(self) -> None:
         """A VXLAN/GENEVE device per port, external (collect-metadata) mode: no remote,
@@ -539,6 +581,9 @@ class VethNamespace:
         return {"netns": self.name, "tx_dev": TX_DEV, "rx_dev": RX_DEV, "mtu": self.mtu, "xdp_pass_on_rx": self.xdp,
                 "gro_flush_timeout_ns": self.flush_timeout_ns, "napi_defer_hard_irqs": self.defer_hard_irqs,
                 "udp_gro": self.udp_gro, "ingress_drop_filter": self.drop_filter,
+                # read back from the receiving veth (null: this kernel has no such setting)
+                "gro_max_size": self.gro_sizes.get("gro_max_size"),
+                "gro_ipv4_max_size": self.gro_sizes.get("gro_ipv4_max_size"),
                 "host": self.host.to_json(),
                 "host_realised": {
                     "tunnels": [dict(t) for t in self.tunnels],

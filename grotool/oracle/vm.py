@@ -558,11 +558,8 @@ class VmSession:
             raise RuntimeError("VmSession.replay outside its 'with' block")
         if host is None:
             host = HostState.build(udp_gro=udp_gro or "off")
-        elif udp_gro not in (None, "off"):
-            host = HostState.build(udp_gro=udp_gro, udp_gro_forwarding=host.udp_gro_forwarding,
-                                   rx_gro_list=host.rx_gro_list, udp_gro_sockets=host.udp_gro_sockets,
-                                   vxlan_ports=host.vxlan_ports, geneve_ports=host.geneve_ports,
-                                   local_tcp=host.local_tcp)
+        else:
+            host = host.with_legacy_udp_gro(udp_gro)
         frames = [bytes(f) for f in frames]
         for i, f in enumerate(frames):
             check_frame(f, i)
