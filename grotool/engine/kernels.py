@@ -245,9 +245,12 @@ BY_ID: Dict[str, Row] = {row.id: row for row in ROWS}
 # tests/test_kernel_versions_host.py for T1, L2, V1, U1; the selftest, breadth,
 # IPv6-version and local-checksum-offload suites for L1 (the version nibble, the
 # flagged datagram), T2 (rx-gro-list TCP), U6 (VXLAN outer seeds) and C11 (flagged
-# fraglist segments).  A row absent here is modelled from the source alone.
+# fraglist segments), and tests/test_differential_bigtcp.py for C7, C12 and C13
+# (gro_max_size and gro_ipv4_max_size on the receiving veth).  A row absent here is
+# modelled from the source alone.
 CHECKED: Dict[str, Tuple[str, ...]] = {
-    row: ("6.1.192", "6.12.118", "6.18.44") for row in ("T1", "L1", "L2", "V1", "T2", "U1", "U6", "C11")
+    row: ("6.1.192", "6.12.118", "6.18.44")
+    for row in ("C7", "C11", "C12", "C13", "L1", "L2", "V1", "T1", "T2", "U1", "U6")
 }
 MAINLINE_NAMES = frozenset(f"{a}.{b}.0" for a, b in MAINLINE)
 
