@@ -54,3 +54,27 @@ def compare_kernels(input_path: str, kernel_a: str, kernel_b: str, settings: Set
         side.sidecar = "replay --packets"
     deciding = [row for row in differing if row in named]
     return KernelComparison((kernel_a, kernel_b), (a.release, b.release), result, differing, deciding)
+
+
+def compare_with_vm(input_path: str, vm, settings: Settings, require_order: bool = False) -> CompareResult:
+    """``input_path`` through the kernel of ``vm`` (a grotool.oracle.vm.VmSession,
+    already booted) against grotool's replay under that kernel's profile
+    (``settings`` with --device veth and the profile of the guest's series)."""
+    from .engine.kernels import series_of
+    from .oracle import HostState, run_kernel_replay
+
+    profile = series_of(vm.image.release)
+    settings = replace(settings, device="veth", kernel=profile)
+    host = HostState.build(udp_gro_forwarding=settings.udp_gro_forwarding, rx_gro_list=settings.rx_gro_list,
+                           udp_gro_sockets=settings.udp_gro_sockets, vxlan_ports=settings.vxlan_ports,
+                           geneve_ports=settings.geneve_ports, local_tcp=settings.local_tcp)
+    with tempfile.TemporaryDirectory(prefix="grotool-compare-") as tmp:
+        kpcap, kjson = os.path.join(tmp, "kernel.pcap"), os.path.join(tmp, "kernel.json")
+        spcap, sjson = os.path.join(tmp, "replay.pcap"), os.path.join(tmp, "replay.jsonl")
+        run = run_kernel_replay(input_path, kpcap, kjson, csum=settings.csum, host=host, vm=vm)
+        replay(input_path, spcap, settings, packets_path=sjson)
+        result = compare_captures(kpcap, spcap, require_order=require_order, sidecar_a=kjson, sidecar_b=sjson)
+    result.a.path = f"{input_path} through Linux {run.kernel} (VM {vm.image_spec})"
+    result.b.path = f"{input_path} grotool replay --device veth --kernel {profile}"
+    result.a.sidecar, result.b.sidecar = "grotool kernel --json", "replay --packets"
+    return result

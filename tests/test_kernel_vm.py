@@ -396,3 +396,15 @@ def test_check_writes_a_kernel_origin_golden_from_the_guest_and_checks_it_under_
     assert check_target(target).status == PASS
     entries, _ = replay_entries(str(capture), Settings(device="veth"), None)
     assert diff_entries(golden.entries, entries)                 # 6.18's answer differs
+
+
+def test_compare_with_the_guest_finds_grotool_identical_under_its_profile(guest):
+    """compare --vm: the bundled captures through the guest's kernel and through
+    grotool's replay under the guest's --kernel profile are identical."""
+    from grotool.kernel_compare import compare_with_vm
+
+    root = Path(__file__).resolve().parent.parent
+    for name in ("bulk-4flows.pcap", "selftest-ipv4.pcap"):
+        result = compare_with_vm(str(root / "captures" / name), guest, Settings(vlan_gro=True))
+        assert result.identical, [f for f in result.to_json()["flows"] if f["status"] != "identical"][:2]
+        assert f"--kernel {series(guest)}" in result.b.path

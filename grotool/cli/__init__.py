@@ -451,6 +451,10 @@ def reasons_table() -> Table:
                    "and compare the results, naming the kernel history rows that decided differently.")
 @click.option("--device", type=click.Choice(["nic", "veth"]), default="nic", show_default=True,
               help="With --kernel: the device model of both replays.")
+@click.option("--vm", "vm_image", metavar="IMAGE", default=None,
+              help="Compare each capture given (A, and B if given) as the kernel IMAGE booted in a VM delivers it "
+                   "(grotool kernel --vm, booted once) with grotool's replay under that kernel's profile "
+                   "(--device veth --kernel SERIES); exit 1 when any differs.")
 @host_options
 @click.option("--order", "require_order", is_flag=True, help="Also require the same global delivery order.")
 @click.option("--segs-a", "sidecar_a", metavar="FILE", default=None,
@@ -461,8 +465,8 @@ def reasons_table() -> Table:
 @click.option("--max-flows", type=click.IntRange(1, 1 << 30), default=20, show_default=True)
 @click.option("--quiet", "-q", is_flag=True, help="No summary, only the exit code.")
 @user_errors
-def compare(path_a, path_b, kernels, device, require_order, sidecar_a, sidecar_b, no_sidecar, json_path, max_flows,
-            quiet, **host):
+def compare(path_a, path_b, kernels, device, vm_image, require_order, sidecar_a, sidecar_b, no_sidecar, json_path,
+            max_flows, quiet, **host):
     """Compare two captures A and B as GRO results, flow by flow; or, with
     --kernel A --kernel B, one capture replayed under two kernel profiles.
 
@@ -470,8 +474,14 @@ def compare(path_a, path_b, kernels, device, require_order, sidecar_a, sidecar_b
     from ..compare import compare_captures
     from .compare_view import render_compare
 
+    if kernels and vm_image:
+        raise click.UsageError("--kernel and --vm are exclusive (--vm takes the guest's own profile)")
     if kernels:
         _compare_kernels(path_a, path_b, kernels, device, host, require_order, json_path, max_flows, quiet)
+        return
+    if vm_image:
+        _compare_vm(vm_image, [p for p in (path_a, path_b) if p is not None], host, require_order, json_path,
+                    max_flows, quiet)
         return
     if path_b is None:
         raise click.UsageError("compare takes two captures, or one capture with --kernel A --kernel B")
@@ -484,6 +494,28 @@ def compare(path_a, path_b, kernels, device, require_order, sidecar_a, sidecar_b
         console = _stderr_console() if json_path == "-" else make_console()
         render_compare(result, console, max_flows=max_flows)
     sys.exit(0 if result.identical else 1)
+
+
+def _compare_vm(image, paths, host, require_order, json_path, max_flows, quiet) -> None:
+    """compare --vm IMAGE A [B]: each capture through the guest's kernel against grotool."""
+    from ..kernel_compare import compare_with_vm
+    from ..oracle.vm import VmSession
+    from .compare_view import render_compare
+
+    if json_path and len(paths) > 1:
+        raise click.UsageError("--json with --vm takes one capture")
+    _check_outputs(paths, **{"--json": json_path})
+    settings = Settings(device="veth", **host_settings(host))
+    identical = True
+    with VmSession(image, log=None if quiet else (lambda text: click.echo(f"grotool: {text}", err=True))) as vm:
+        for path in paths:
+            result = compare_with_vm(path, vm, settings, require_order=require_order)
+            identical = identical and result.identical
+            if json_path:
+                _write_json(result.to_json(), json_path)
+            if not quiet:
+                render_compare(result, _stderr_console() if json_path == "-" else make_console(), max_flows=max_flows)
+    sys.exit(0 if identical else 1)
 
 
 def _compare_kernels(path, extra, kernels, device, host, require_order, json_path, max_flows, quiet) -> None:
