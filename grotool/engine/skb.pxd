@@ -26,7 +26,8 @@ cdef class Skb:
     cdef public Py_ssize_t count
     cdef public Py_ssize_t network_offsets[2]
     cdef public int encap_mark
-    cdef public int outer_family, inner_family
+    cdef public int outer_family
+    cdef public int inner_family
     cdef public Py_ssize_t l4_off
     cdef public bint same_flow
     cdef public int ip_fixedid
