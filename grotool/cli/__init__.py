@@ -138,7 +138,7 @@ class _Commands(click.Group):
     when named (or listed by --help), so a replay does not pay their set-up."""
 
     MODULES = {"check": "check_cmd", "explain": "explain_cmd", "plot": "plot_cmd", "sweep": "sweep_cmd",
-               "kernels": "kernels_cmd"}
+               "kernels": "kernels_cmd", "dpdk": "dpdk_cmd"}
 
     def list_commands(self, ctx):
         return sorted(set(self.commands) | set(self.MODULES))
@@ -230,6 +230,7 @@ def _render_replay(result, console: Console, top: int) -> None:
 
 from ..report.hints import host_hint  # noqa: E402
 from .hostopts import host_options, host_settings, kernel_option, layout_option  # noqa: E402
+from .dpdkopts import DPDK_KEYS as _DPDK_KEYS, dpdk_options as _dpdk_options  # noqa: E402
 
 
 @main.command(epilog=EXIT_CODES_HELP)
@@ -296,6 +297,10 @@ from .hostopts import host_options, host_settings, kernel_option, layout_option 
 @click.option("--verify", is_flag=True,
               help="Split every delivered packet again (as GSO would) and check it reproduces the input frames "
                    "it covers; exit 1 naming the first input frame that differs (docs/split.md).")
+@click.option("--stack", type=click.Choice(["linux", "dpdk"]), default="linux", show_default=True,
+              help="Whose GRO: Linux's, or DPDK's lib/gro (22.11) with the --dpdk-* and --burst knobs "
+                   "(docs/dpdk.md); with dpdk the Linux settings do not apply.")
+@_dpdk_options
 @host_options
 @layout_option
 @kernel_option
@@ -303,11 +308,17 @@ from .hostopts import host_options, host_settings, kernel_option, layout_option 
 def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro, gro_max_size, gro_ipv4_max_size,
            max_skb_frags, gro_normal_batch, hz, rx_queues, rss_key, veth_rss, rx_usecs, rx_frames,
            gro_flush_timeout, napi_defer_hard_irqs, poll_ns_per_frame, outgoing, json_path, packets_path, mtu, top,
-           output_format, plot_path, quiet, verify, layout, **host):
+           output_format, plot_path, quiet, verify, layout, stack, **host):
     """Replay INPUT (pcap/pcapng, gzip ok, '-' for stdin) through simulated GRO;
     write what Linux would deliver to OUTPUT (pcap, or annotated pcapng for a name
     ending in .pcapng or with --format pcapng; '-' for stdout).  Without OUTPUT
     only the statistics are produced."""
+    if stack == "dpdk":
+        from .dpdk_cmd import replay_dpdk
+
+        return replay_dpdk(input_path, output_path, json_path, quiet, host)
+    for name in _DPDK_KEYS:
+        host.pop(name)
     from ..replay import replay as run_replay
 
     gro_ipv4_max_size = ipv4_max_size_for(gro_max_size, gro_ipv4_max_size)

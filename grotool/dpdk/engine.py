@@ -197,7 +197,11 @@ def tcp4_reassemble(tbl: _Table, data: bytearray, m: Mbuf, covers: List[int]) ->
         if tbl.item_num >= tbl.max_items:
             return -1, "dpdk_table_full", data
         tbl.item_num += 1
-        tbl.flows[tbl.flows.index(None)] = (key, [_Item(data, covers, m, sent_seq, ip_id, is_atomic)])
+        # the ACK number is part of the flow key: a new ACK opens a flow of its own
+        apart = next(("dpdk_ack_differs" for slot in tbl.flows if slot is not None and slot[0][:-4] == key[:-4]),
+                     None)
+        tbl.flows[tbl.flows.index(None)] = (key, [_Item(data, covers, m, sent_seq, ip_id, is_atomic,
+                                                        held_apart=apart)])
         return 0, None, data
     chain = flow[1]
     why = None
