@@ -1,0 +1,77 @@
+"""The DPDK stack on the bundled and real captures, against the real librte_gro;
+and the two commands, `replay --stack dpdk` and `grotool dpdk`, end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dpdk_support import dpdk_library, outcome  # noqa: F401  (fixture)
+from grotool.dpdk.engine import DpdkSettings, simulate
+from grotool.oracle import read_input
+
+ROOT = Path(__file__).resolve().parent.parent
+CAPTURES = sorted(ROOT.glob("captures/*.pcap")) + sorted((ROOT / "tests" / "data").glob("real-*.pcap"))
+SETTINGS = [DpdkSettings(mode="light", burst=b) for b in (4, 32, 128)] + [
+    DpdkSettings(mode="heavy", burst=b, flush_every=f) for b, f in ((8, 1), (32, 1), (32, 4), (64, 16))]
+
+
+def run_cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "grotool", *map(str, args)], capture_output=True, cwd=ROOT,
+                          timeout=300, env=env)
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.name)
+def test_captures_agree_with_librte_gro(path, dpdk_library):
+    frames, _, _ = read_input(str(path))
+    merged = 0
+    for settings in SETTINGS:
+        model = simulate(frames, settings)
+        assert outcome(model) == outcome(dpdk_library(frames, settings)), settings
+        merged += sum(len(p.covers) > 1 for p in model)
+    assert merged > 0 or "ipv6" in path.name     # the comparison covers merges, not only pass-through
+
+
+def test_replay_stack_dpdk_writes_what_grotool_dpdk_writes(tmp_path, dpdk_library):
+    src = ROOT / "captures" / "bulk-4flows.pcap"
+    knobs = ["--dpdk-mode", "heavy", "--burst", "16", "--dpdk-flush-every", "2"]
+    r = run_cli("replay", "--stack", "dpdk", src, tmp_path / "model.pcap", "--json", tmp_path / "model.json", *knobs)
+    assert r.returncode == 0, r.stderr
+    r = run_cli("dpdk", src, tmp_path / "lib.pcap", "--json", tmp_path / "lib.json", *knobs)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "model.pcap").read_bytes() == (tmp_path / "lib.pcap").read_bytes()
+    model, lib = (json.loads((tmp_path / n).read_text()) for n in ("model.json", "lib.json"))
+    assert model["schema"] == lib["schema"] == "grotool.dpdk/1"
+    assert (model["source"], lib["source"]) == ("model", "librte_gro")
+    assert model["summary"]["frames_in"] == 400 and model["summary"]["packets_out"] == lib["summary"]["packets_out"]
+    assert [p["covers"] for p in model["packets"]] == [p["covers"] for p in lib["packets"]]
+    assert sorted(i for p in lib["packets"] for i in p["covers"]) == list(range(400))
+    assert set(model["summary"]["reasons"]) <= {"dpdk_timeout_flush", "end_of_capture", "dpdk_tcp_flags"}
+    assert model["settings"] == {"mode": "heavy", "burst": 16, "flush_every": 2, "max_flows": 64,
+                                 "max_items": 32, "gro_types": ["tcp4"]}
+
+
+def test_grotool_dpdk_without_a_compiler_is_one_line_and_exit_4(tmp_path, dpdk_library):
+    from grotool.dpdk.oracle import cache_dir
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    os.symlink(cache_dir() / "root", cache / "root")          # DPDK present, harness not built
+    env = dict(os.environ, GROTOOL_DPDK_CACHE=str(cache), PATH=str(tmp_path / "empty"))
+    r = subprocess.run([sys.executable, "-m", "grotool", "dpdk", str(ROOT / "captures" / "mixed.pcap"),
+                        str(tmp_path / "o.pcap")], capture_output=True, cwd=ROOT, env=env, timeout=60)
+    assert r.returncode == 4
+    assert r.stderr.decode().strip().splitlines() == [
+        "grotool: error: grotool dpdk needs a C compiler (cc) to build its harness"]
+    assert not (tmp_path / "o.pcap").exists()
+
+
+def test_unmodelled_gro_type_is_refused():
+    r = run_cli("replay", "--stack", "dpdk", ROOT / "captures" / "mixed.pcap", "--dpdk-gro-types", "tcp4,udp4")
+    assert r.returncode == 3
+    assert "udp4 is not modelled" in r.stderr.decode()
