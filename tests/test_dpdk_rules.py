@@ -179,3 +179,78 @@ def test_model_agrees_with_librte_gro(case, dpdk_library):
     frames = CASES[case]
     for settings in SETTINGS:
         assert outcome(simulate(frames, settings)) == outcome(dpdk_library(frames, settings)), settings
+
+
+# -- UDP/IPv4 GRO: IPv4 fragment reassembly (gro_udp4.c) ----------------------------------
+def fragments(ident=7, size=4000, piece=1480, proto=17, pad_last=False, **kw):
+    """The fragments of one IPv4 datagram (a UDP header and `size` bytes), in offset order."""
+    body = struct.pack("!HHHH", 5000, 6000, 8 + size, 0) + bytes((i * 13 + ident) & 0xFF for i in range(size))
+    out = []
+    for off in range(0, len(body), piece):
+        chunk = body[off:off + piece]
+        more = off + piece < len(body)
+        ip = ipv4_header(ip_addr("192.168.1.200"), ip_addr("192.168.1.100"), proto, 20 + len(chunk),
+                         ip_id=ident, df=False, mf=more, frag_offset=off // 8, **kw)
+        out.append(ether(ip + chunk, ETH_P_IP, pad=pad_last and not more))
+    return out
+
+
+F = fragments()                                  # 3 fragments: 1480, 1480, 1048 bytes
+SMALL = fragments(ident=9, size=40, piece=24, pad_last=True)   # 2 fragments, the last one padded
+FRAG_CASES = {
+    "frags_in_order": F,
+    "frags_reversed": F[::-1],
+    "frags_middle_last": [F[0], F[2], F[1]],
+    "frags_two_datagrams": [x for pair in zip(F, fragments(ident=8)) for x in pair],
+    "frags_duplicate": [F[0], F[0], F[1], F[2]],
+    "frags_padded_last": SMALL,
+    "frags_padded_reversed": SMALL[::-1],
+    "frags_with_tcp_and_plain_udp": [F[0], seg(0), udp_frame(), F[1], seg(1), F[2]],
+    "frags_icmp": fragments(proto=1),
+    "frags_tcp_protocol": fragments(proto=6),
+    "frags_empty_and_short": [ether(ipv4_header(ip_addr("192.168.1.200"), ip_addr("192.168.1.100"), 17, 20, ip_id=3,
+                                                df=False, mf=True), ETH_P_IP, pad=True),
+                              ether(ipv4_header(ip_addr("192.168.1.200"), ip_addr("192.168.1.100"), 17, 10, ip_id=4,
+                                                df=False, mf=True) + b"abcd", ETH_P_IP)],
+    "frags_cut_short": [F[0][:600], F[1], F[2]],
+}
+UDP4 = ("tcp4", "udp4")
+
+
+def test_udp4_reassembles_fragments_clears_mf_and_updates_the_length():
+    (p,) = simulate(F[::-1], light(gro_types=UDP4))
+    assert p.covers == [2, 1, 0] and p.reason == "dpdk_burst_end"
+    assert p.data == F[0][:16] + struct.pack("!H", 20 + 8 + 4000) + F[0][18:20] + b"\x00\x00" + F[0][22:] \
+        + F[1][34:] + F[2][34:]                    # MF cleared, header checksum left stale
+
+
+def test_udp4_holds_fragments_in_offset_order_and_joins_them_at_the_flush():
+    out = simulate([F[0], F[2], F[1]], light(gro_types=UDP4))
+    assert covers(out) == [[0, 2, 1]]              # F[2] held apart, joined when the flow is flushed
+    out = simulate([F[0], F[2]], light(gro_types=UDP4))
+    assert covers(out) == [[0], [1]] and out[1].held_apart == "dpdk_frag_not_adjacent"
+
+
+def test_udp4_plain_udp_passes_and_without_udp4_fragments_pass_too():
+    out = simulate([udp_frame()] + F, light(gro_types=UDP4))
+    assert [(p.covers, p.reason) for p in out] == [([1, 2, 3], "dpdk_burst_end"), ([0], "dpdk_udp_not_fragment")]
+    assert covers(simulate(F, light())) == [[0], [1], [2]]
+
+
+def test_udp4_trims_a_fragments_padding_even_when_it_returns_it():
+    out = simulate(SMALL, light(gro_types=UDP4))
+    assert covers(out) == [[0, 1]] and len(out[0].data) == 34 + 24 + 24
+    (p,) = simulate([SMALL[1]], light(gro_types=UDP4))
+    assert len(p.data) == 34 + 24 and len(SMALL[1]) == 60
+    empty = ether(ipv4_header(ip_addr("192.168.1.200"), ip_addr("192.168.1.100"), 17, 20, ip_id=3, df=False,
+                              mf=True), ETH_P_IP, pad=True)
+    (p,) = simulate([empty], light(gro_types=UDP4))
+    assert (p.reason, len(p.data)) == ("dpdk_no_payload", 34)
+
+
+@pytest.mark.parametrize("case", sorted(FRAG_CASES))
+def test_udp4_model_agrees_with_librte_gro(case, dpdk_library):
+    frames = FRAG_CASES[case]
+    for settings in SETTINGS:
+        settings = DpdkSettings(**{**settings.as_json(), "gro_types": UDP4})
+        assert outcome(simulate(frames, settings)) == outcome(dpdk_library(frames, settings)), settings

@@ -69,3 +69,8 @@ def classify(frame: bytes) -> Mbuf:
 def is_ipv4_tcp(ptype: int) -> bool:
     """rte_gro.c IS_IPV4_TCP_PKT: IPv4, L4 TCP bits, no tunnel."""
     return bool(ptype & PTYPE_L3_IPV4) and (ptype & PTYPE_L4_TCP) == PTYPE_L4_TCP and not ptype & PTYPE_TUNNEL_MASK
+
+
+def is_ipv4_udp(ptype: int) -> bool:
+    """rte_gro.c IS_IPV4_UDP_PKT: IPv4, L4 UDP bits, no tunnel."""
+    return bool(ptype & PTYPE_L3_IPV4) and (ptype & PTYPE_L4_UDP) == PTYPE_L4_UDP and not ptype & PTYPE_TUNNEL_MASK

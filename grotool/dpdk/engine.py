@@ -1,9 +1,10 @@
 """DPDK 22.11's lib/gro, modelled (sans-IO: frames in, packets out).
 
 The rules come from DPDK's own source (lib/gro/rte_gro.c, gro_tcp4.c,
-gro_tcp4.h of the 22.11 series); each is cited by the DPDK function it comes
-from.  Only TCP/IPv4 GRO is modelled (RTE_GRO_TCP_IPV4); every other packet
-passes through unprocessed, as it does with only that type enabled.
+gro_tcp4.h, gro_udp4.c, gro_udp4.h of the 22.11 series); each is cited by the
+DPDK function it comes from.  Modelled: TCP/IPv4 GRO (RTE_GRO_TCP_IPV4, "tcp4")
+and UDP/IPv4 GRO (RTE_GRO_UDP_IPV4, "udp4": IPv4 fragment reassembly).  The
+VXLAN types are not; a packet of no enabled type passes through unprocessed.
 
 Two ways an application drives it, both modelled:
 
@@ -26,16 +27,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, List, Optional, Sequence, Tuple
 
-from .classify import Mbuf, classify, is_ipv4_tcp
+from .classify import Mbuf, classify, is_ipv4_tcp, is_ipv4_udp
 
 MODES = ("light", "heavy")
-GRO_TYPES = ("tcp4",)                 # modelled; the library also has udp4, vxlan-tcp4, vxlan-udp4
+GRO_TYPES = ("tcp4", "udp4")          # modelled; the library also has vxlan-tcp4, vxlan-udp4
 RTE_GRO_MAX_BURST_ITEM_NUM = 128      # rte_gro.h
 GRO_TCP4_TBL_MAX_ITEM_NUM = 1024 * 1024   # gro_tcp4.h
 MAX_IPV4_PKT_LENGTH = 65535           # gro_tcp4.h
 MAX_TCP_HLEN = 60
 TCP_ACK = 0x10
 DF = 0x4000
+MF = 0x2000
+OFFSET_MASK = 0x1FFF
 
 DEFAULT_BURST = 32
 DEFAULT_MAX_FLOWS = 64
@@ -223,19 +226,139 @@ def tcp4_reassemble(tbl: _Table, data: bytearray, m: Mbuf, covers: List[int]) ->
 
 
 def _flush(tbl: _Table, reason: str, burst: int, out: List[DpdkPacket]) -> None:
-    """gro_tcp4_tbl_timeout_flush with everything due: flows in slot order, each
-    chain in order; update_header writes the IPv4 total length of merged packets."""
+    """gro_tcp4_tbl_timeout_flush / gro_udp4_tbl_timeout_flush with everything due:
+    flows in slot order, each chain in order; update_header writes the IPv4 total
+    length of merged packets (and clears MF of a reassembly that holds the last
+    fragment)."""
     for i, slot in enumerate(tbl.flows):
         if slot is None:
             continue
-        for item in slot[1]:
+        chain = slot[1]
+        while chain:
+            if isinstance(chain[0], _FragItem):
+                _merge_fragments(chain)
+            item = chain.pop(0)
             if item.nb_merged > 1:
                 n = len(item.data) - item.m.l2_len
                 o = item.m.l2_len + 2
                 item.data[o:o + 2] = n.to_bytes(2, "big")
+                if isinstance(item, _FragItem) and item.is_last_frag:
+                    item.data[o + 4] &= ~(MF >> 8) & 0xFF
             out.append(DpdkPacket(bytes(item.data), item.covers, reason, burst, item.held_apart))
         tbl.flows[i] = None
     tbl.item_num = 0
+
+
+# -----------------------------------------------------------------------------
+# UDP/IPv4: IPv4 fragment reassembly (gro_udp4.c, gro_udp4.h)
+# -----------------------------------------------------------------------------
+@dataclass
+class _FragItem:
+    """gro_udp4_item: a held fragment (or run of fragments)."""
+
+    data: bytearray
+    covers: List[int]
+    m: Mbuf
+    frag_offset: int
+    is_last_frag: bool
+    nb_merged: int = 1
+    held_apart: Optional[str] = None
+
+
+def _frag_neighbor(item: _FragItem, frag_offset: int, ip_dl: int) -> int:
+    """udp4_check_neighbor: 1 append, -1 prepend, 0.  The held length is a uint16_t
+    counted from the mbuf (Ethernet padding included, never trimmed)."""
+    held = (len(item.data) - item.m.l2_len - item.m.l3_len) & 0xFFFF
+    if frag_offset == item.frag_offset + held:
+        return 1
+    if frag_offset + ip_dl == item.frag_offset:
+        return -1
+    return 0
+
+
+def _merge_frag(item: _FragItem, data: bytearray, m: Mbuf, covers: List[int], cmp: int, frag_offset: int,
+                is_last: bool) -> bool:
+    """merge_two_udp4_packets: the head's headers stay; refused past 65,535 bytes of IPv4."""
+    head_m = item.m if cmp > 0 else m
+    head_len, tail_len = (len(item.data), len(data)) if cmp > 0 else (len(data), len(item.data))
+    hdr_len = head_m.l2_len + head_m.l3_len
+    if head_len - head_m.l2_len + tail_len - hdr_len > MAX_IPV4_PKT_LENGTH:
+        return False
+    if cmp > 0:
+        item.data += data[hdr_len:]
+        item.covers += covers
+    else:
+        item.data = data + item.data[hdr_len:]
+        item.covers = covers + item.covers
+        item.m = m
+        item.frag_offset = frag_offset
+    item.nb_merged += 1
+    if is_last:
+        item.is_last_frag = True
+    return True
+
+
+def _merge_fragments(chain: List[_FragItem]) -> None:
+    """gro_udp4_merge_items: before the flow's first packet is flushed, the packets
+    after it are merged into it while each is its neighbour."""
+    start = chain[0]
+    while len(chain) > 1:
+        nxt = chain[1]
+        ip_dl = (len(nxt.data) - nxt.m.l2_len - nxt.m.l3_len) & 0xFFFF
+        if ip_dl >= 0x8000:
+            ip_dl -= 0x10000                  # an int16_t in gro_udp4_merge_items
+        cmp = _frag_neighbor(start, nxt.frag_offset, ip_dl)
+        if not cmp or not _merge_frag(start, nxt.data, nxt.m, nxt.covers, cmp, nxt.frag_offset, nxt.is_last_frag):
+            return
+        del chain[1]
+
+
+def udp4_reassemble(tbl: _Table, data: bytearray, m: Mbuf, covers: List[int]) -> Tuple[int, Optional[str]]:
+    """gro_udp4_reassemble (gro_udp4.c): 1 merged, 0 held, -1 unprocessed (with why)."""
+    l2, l3 = m.l2_len, m.l3_len
+    frag = _u16(data, l2 + 6)
+    if not frag & (MF | OFFSET_MASK):
+        return -1, "dpdk_udp_not_fragment"
+    ip_dl = _u16(data, l2 + 2)
+    # 22.11's librte_gro trims a fragment's tail padding here, before the length checks
+    # (measured: the revision of gro_udp4.c read for this model lacks the trim)
+    if len(data) > ip_dl + l2:
+        del data[ip_dl + l2:]
+    if len(data) <= l2 + l3 or ip_dl <= l3:
+        return -1, "dpdk_no_payload"
+    ip_dl -= l3
+    is_last = not frag & MF
+    frag_offset = ((frag & OFFSET_MASK) << 3) & 0xFFFF
+    # udp4_flow_key: MAC addresses, IP addresses, IP ID
+    key = bytes(data[0:12]) + bytes(data[l2 + 12:l2 + 20]) + bytes(data[l2 + 4:l2 + 6])
+    flow = next((slot for slot in tbl.flows if slot is not None and slot[0] == key), None)
+    if flow is None:
+        if tbl.item_num >= tbl.max_items:
+            return -1, "dpdk_table_full"
+        tbl.item_num += 1
+        tbl.flows[tbl.flows.index(None)] = (key, [_FragItem(data, covers, m, frag_offset, is_last)])
+        return 0, None
+    chain = flow[1]
+    pos = 0
+    while pos < len(chain):
+        item = chain[pos]
+        cmp = _frag_neighbor(item, frag_offset, ip_dl)
+        if cmp:
+            if _merge_frag(item, data, m, covers, cmp, frag_offset, is_last):
+                return 1, None
+            if tbl.item_num >= tbl.max_items:
+                return -1, "dpdk_table_full"
+            tbl.item_num += 1          # stored after the previous packet (after the first, at the start)
+            chain.insert(max(pos, 1), _FragItem(data, covers, m, frag_offset, is_last, held_apart="dpdk_max_length"))
+            return 0, None
+        if frag_offset < item.frag_offset:
+            break                      # the chain stays ordered by fragment offset
+        pos += 1
+    if tbl.item_num >= tbl.max_items:
+        return -1, "dpdk_table_full"
+    tbl.item_num += 1
+    chain.insert(pos, _FragItem(data, covers, m, frag_offset, is_last, held_apart="dpdk_frag_not_adjacent"))
+    return 0, None
 
 
 def simulate(frames: Iterable[bytes], settings: DpdkSettings) -> List[DpdkPacket]:
@@ -243,31 +366,44 @@ def simulate(frames: Iterable[bytes], settings: DpdkSettings) -> List[DpdkPacket
     returns, in the order it returns them."""
     out: List[DpdkPacket] = []
     tcp4 = "tcp4" in settings.gro_types
+    udp4 = "udp4" in settings.gro_types
     heavy = settings.mode == "heavy"
     pairs = settings.max_flows * settings.max_items
-    table = _Table(min(pairs, GRO_TCP4_TBL_MAX_ITEM_NUM)) if heavy else None
+    entries = min(pairs, GRO_TCP4_TBL_MAX_ITEM_NUM)       # the same cap for the UDP table
+    tables = (_Table(entries), _Table(entries)) if heavy else None
     burst: List[Tuple[int, bytes]] = []
     nb = 0
 
+    def flush(tcp_tbl, udp_tbl, reason):
+        # rte_gro_timeout_flush / rte_gro_reassemble_burst: the TCP table, then the UDP one
+        _flush(tcp_tbl, reason, nb, out)
+        _flush(udp_tbl, reason, nb, out)
+
     def run_burst(frames_in: Sequence[Tuple[int, bytes]], last: bool) -> None:
         nonlocal nb
-        tbl = table if heavy else _Table(min(len(frames_in), pairs, RTE_GRO_MAX_BURST_ITEM_NUM))
+        if heavy:
+            tcp_tbl, udp_tbl = tables
+        else:
+            size = min(len(frames_in), pairs, RTE_GRO_MAX_BURST_ITEM_NUM)
+            tcp_tbl, udp_tbl = _Table(size), _Table(size)
         unprocessed: List[DpdkPacket] = []
         for index, frame in frames_in:
             data = bytearray(frame)
             m = classify(frame)
             if tcp4 and is_ipv4_tcp(m.packet_type):
-                ret, why, data = tcp4_reassemble(tbl, data, m, [index])
-                if ret < 0:
-                    unprocessed.append(DpdkPacket(bytes(data), [index], why, nb))
+                ret, why, data = tcp4_reassemble(tcp_tbl, data, m, [index])
+            elif udp4 and is_ipv4_udp(m.packet_type):
+                ret, why = udp4_reassemble(udp_tbl, data, m, [index])
             else:
-                unprocessed.append(DpdkPacket(bytes(data), [index], "dpdk_not_gro_type", nb))
+                ret, why = -1, "dpdk_not_gro_type"
+            if ret < 0:
+                unprocessed.append(DpdkPacket(bytes(data), [index], why, nb))
         if heavy:
             out.extend(unprocessed)            # rte_gro_reassemble returns them at once
             if (nb + 1) % settings.flush_every == 0 or last:
-                _flush(tbl, "end_of_capture" if last else "dpdk_timeout_flush", nb, out)
+                flush(tcp_tbl, udp_tbl, "end_of_capture" if last else "dpdk_timeout_flush")
         else:
-            _flush(tbl, "dpdk_burst_end", nb, out)   # rte_gro_reassemble_burst: table first
+            flush(tcp_tbl, udp_tbl, "dpdk_burst_end")   # rte_gro_reassemble_burst: the tables first
             out.extend(unprocessed)
         nb += 1
 
@@ -278,6 +414,7 @@ def simulate(frames: Iterable[bytes], settings: DpdkSettings) -> List[DpdkPacket
             burst = []
     if burst:
         run_burst(burst, True)
-    elif heavy and table.item_num:
-        _flush(table, "end_of_capture", nb - 1, out)
+    elif heavy and (tables[0].item_num or tables[1].item_num):
+        nb -= 1
+        flush(tables[0], tables[1], "end_of_capture")
     return out
