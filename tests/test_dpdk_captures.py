@@ -78,3 +78,17 @@ def test_unmodelled_gro_type_is_refused():
     assert r.returncode == 3
     assert r.stderr.decode().splitlines() == [
         "grotool: error: GRO type vxlan-tcp4 is not modelled (modelled: tcp4, udp4)"]
+
+
+def test_compare_stack_dpdk_puts_linux_against_the_dpdk_model(tmp_path):
+    src = ROOT / "captures" / "bulk-4flows.pcap"
+    r = run_cli("compare", src, "--stack", "dpdk", "--dpdk-mode", "heavy", "--dpdk-flush-every", "4",
+                "-q", "--json", tmp_path / "c.json")
+    assert r.returncode == 1, r.stderr
+    doc = json.loads((tmp_path / "c.json").read_text())
+    assert doc["compared"]["segments"] is True
+    assert "(Linux 6.18" in doc["inputs"]["a"]["path"]
+    assert "--stack dpdk (dpdk-22.11, heavy mode, burst 32)" in doc["inputs"]["b"]["path"]
+    assert (doc["counts"]["packets_a"], doc["counts"]["packets_b"]) == (115, 75)
+    r = run_cli("compare", src, src, "--stack", "dpdk")
+    assert r.returncode == 2 and "one capture" in r.stderr.decode()

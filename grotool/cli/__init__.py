@@ -462,6 +462,10 @@ def reasons_table() -> Table:
                    "and compare the results, naming the kernel history rows that decided differently.")
 @click.option("--device", type=click.Choice(["nic", "veth"]), default="nic", show_default=True,
               help="With --kernel: the device model of both replays.")
+@click.option("--stack", type=click.Choice(["dpdk"]), default=None,
+              help="With one capture: replay it through Linux (A; --kernel VERSION once, default 6.18) and "
+                   "through DPDK's GRO (B; the --dpdk-* and --burst knobs) and compare (docs/dpdk.md).")
+@_dpdk_options
 @host_options
 @click.option("--order", "require_order", is_flag=True, help="Also require the same global delivery order.")
 @click.option("--segs-a", "sidecar_a", metavar="FILE", default=None,
@@ -472,8 +476,8 @@ def reasons_table() -> Table:
 @click.option("--max-flows", type=click.IntRange(1, 1 << 30), default=20, show_default=True)
 @click.option("--quiet", "-q", is_flag=True, help="No summary, only the exit code.")
 @user_errors
-def compare(path_a, path_b, kernels, device, require_order, sidecar_a, sidecar_b, no_sidecar, json_path, max_flows,
-            quiet, **host):
+def compare(path_a, path_b, kernels, device, stack, require_order, sidecar_a, sidecar_b, no_sidecar, json_path,
+            max_flows, quiet, **host):
     """Compare two captures A and B as GRO results, flow by flow; or, with
     --kernel A --kernel B, one capture replayed under two kernel profiles.
 
@@ -481,6 +485,11 @@ def compare(path_a, path_b, kernels, device, require_order, sidecar_a, sidecar_b
     from ..compare import compare_captures
     from .compare_view import render_compare
 
+    if stack:
+        _compare_stacks(path_a, path_b, kernels, device, host, require_order, json_path, max_flows, quiet)
+        return
+    for name in _DPDK_KEYS:
+        host.pop(name)
     if kernels:
         _compare_kernels(path_a, path_b, kernels, device, host, require_order, json_path, max_flows, quiet)
         return
@@ -494,6 +503,31 @@ def compare(path_a, path_b, kernels, device, require_order, sidecar_a, sidecar_b
     if not quiet:
         console = _stderr_console() if json_path == "-" else make_console()
         render_compare(result, console, max_flows=max_flows)
+    sys.exit(0 if result.identical else 1)
+
+
+def _compare_stacks(path, extra, kernels, device, host, require_order, json_path, max_flows, quiet) -> None:
+    """compare INPUT --stack dpdk: Linux (A) against DPDK (B)."""
+    from ..engine.kernels import cached_profile
+    from ..stack_compare import compare_stacks
+    from .compare_view import render_compare
+    from .dpdkopts import dpdk_settings
+
+    if extra is not None or len(kernels) > 1:
+        raise click.UsageError("--stack dpdk takes one capture and at most one --kernel (Linux's side)")
+    kernel = kernels[0] if kernels else "6.18"
+    try:
+        cached_profile(kernel)
+    except ValueError as exc:
+        raise click.UsageError(f"--kernel: {exc}") from None
+    dpdk = dpdk_settings(host)
+    _check_outputs([path], **{"--json": json_path})
+    settings = Settings(device=device, kernel=kernel, **host_settings(host))
+    result = compare_stacks(path, settings, dpdk, require_order=require_order)
+    if json_path:
+        _write_json(result.to_json(), json_path)
+    if not quiet:
+        render_compare(result, _stderr_console() if json_path == "-" else make_console(), max_flows=max_flows)
     sys.exit(0 if result.identical else 1)
 
 
