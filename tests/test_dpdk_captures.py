@@ -92,3 +92,22 @@ def test_compare_stack_dpdk_puts_linux_against_the_dpdk_model(tmp_path):
     assert (doc["counts"]["packets_a"], doc["counts"]["packets_b"]) == (115, 75)
     r = run_cli("compare", src, src, "--stack", "dpdk")
     assert r.returncode == 2 and "one capture" in r.stderr.decode()
+
+
+def test_explain_stack_dpdk_shows_each_frame_and_each_returned_packet():
+    src = ROOT / "captures" / "bulk-4flows.pcap"
+    r = run_cli("explain", "--stack", "dpdk", src, "--frame", "1-9")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.decode().splitlines()
+    assert lines[1:4] == ["burst 1", "  frame 1  tcp 10.1.0.2:40001 > 10.0.0.1:5201  held",
+                          "  frame 2  tcp 10.1.0.2:40001 > 10.0.0.1:5201  merged"]
+    assert "  frame 8  tcp 10.1.0.2:40001 > 10.0.0.1:5201  held: dpdk_tcp_options_differ [DPDK check_seq_option]" \
+        in lines
+    assert lines[-2:] == [
+        "  -> packet 1: frames 1-7 (7 segments, 10202 bytes), dpdk_burst_end [DPDK rte_gro_reassemble_burst]",
+        "  -> packet 2: frames 8-15 (8 segments, 11650 bytes), dpdk_burst_end [DPDK rte_gro_reassemble_burst]"]
+    r = run_cli("explain", "--stack", "dpdk", src, "--reason", "dpdk_tcp_flags", "--burst", "8")
+    shown = [line for line in r.stdout.decode().splitlines() if line.startswith("  frame")]
+    assert len(shown) == 7 and all(line.endswith("unprocessed: dpdk_tcp_flags [DPDK gro_tcp4_reassemble]")
+                                   for line in shown)
+    assert run_cli("explain", "--stack", "dpdk", src, "--flow", "1").returncode == 2

@@ -25,7 +25,7 @@ earlier packet of their flow (``held_apart``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 from .classify import Mbuf, classify, is_ipv4_tcp, is_ipv4_udp
 
@@ -172,8 +172,9 @@ def _merge(item: _Item, data: bytearray, m: Mbuf, covers: List[int], cmp: int, s
 
 
 def tcp4_reassemble(tbl: _Table, data: bytearray, m: Mbuf, covers: List[int]) -> Tuple[int, Optional[str], bytearray]:
-    """gro_tcp4_reassemble (gro_tcp4.c): (1 merged | 0 held | -1 unprocessed, reason, the
-    packet's bytes as the library leaves them: an ACK segment loses its padding)."""
+    """gro_tcp4_reassemble (gro_tcp4.c): (1 merged | 0 held | -1 unprocessed, the reason
+    (unprocessed: why; held: why apart from the flow's held packets, None for a new
+    flow), the packet's bytes as the library leaves them: an ACK segment loses its padding)."""
     if m.l4_len < 20 or m.l4_len > MAX_TCP_HLEN:
         return -1, "dpdk_tcp_hdr_len", data
     l2, l3 = m.l2_len, m.l3_len
@@ -205,7 +206,7 @@ def tcp4_reassemble(tbl: _Table, data: bytearray, m: Mbuf, covers: List[int]) ->
                      None)
         tbl.flows[tbl.flows.index(None)] = (key, [_Item(data, covers, m, sent_seq, ip_id, is_atomic,
                                                         held_apart=apart)])
-        return 0, None, data
+        return 0, apart, data
     chain = flow[1]
     why = None
     for pos, item in enumerate(chain):
@@ -217,12 +218,12 @@ def tcp4_reassemble(tbl: _Table, data: bytearray, m: Mbuf, covers: List[int]) ->
                 return -1, "dpdk_table_full", data
             tbl.item_num += 1
             chain.insert(pos + 1, _Item(data, covers, m, sent_seq, ip_id, is_atomic, held_apart="dpdk_max_length"))
-            return 0, None, data
+            return 0, "dpdk_max_length", data
     if tbl.item_num >= tbl.max_items:
         return -1, "dpdk_table_full", data
     tbl.item_num += 1
     chain.append(_Item(data, covers, m, sent_seq, ip_id, is_atomic, held_apart=why))
-    return 0, None, data
+    return 0, why, data
 
 
 def _flush(tbl: _Table, reason: str, burst: int, out: List[DpdkPacket]) -> None:
@@ -314,7 +315,8 @@ def _merge_fragments(chain: List[_FragItem]) -> None:
 
 
 def udp4_reassemble(tbl: _Table, data: bytearray, m: Mbuf, covers: List[int]) -> Tuple[int, Optional[str]]:
-    """gro_udp4_reassemble (gro_udp4.c): 1 merged, 0 held, -1 unprocessed (with why)."""
+    """gro_udp4_reassemble (gro_udp4.c): 1 merged, 0 held, -1 unprocessed, with the reason
+    as tcp4_reassemble gives it."""
     l2, l3 = m.l2_len, m.l3_len
     frag = _u16(data, l2 + 6)
     if not frag & (MF | OFFSET_MASK):
@@ -350,7 +352,7 @@ def udp4_reassemble(tbl: _Table, data: bytearray, m: Mbuf, covers: List[int]) ->
                 return -1, "dpdk_table_full"
             tbl.item_num += 1          # stored after the previous packet (after the first, at the start)
             chain.insert(max(pos, 1), _FragItem(data, covers, m, frag_offset, is_last, held_apart="dpdk_max_length"))
-            return 0, None
+            return 0, "dpdk_max_length"
         if frag_offset < item.frag_offset:
             break                      # the chain stays ordered by fragment offset
         pos += 1
@@ -358,12 +360,18 @@ def udp4_reassemble(tbl: _Table, data: bytearray, m: Mbuf, covers: List[int]) ->
         return -1, "dpdk_table_full"
     tbl.item_num += 1
     chain.insert(pos, _FragItem(data, covers, m, frag_offset, is_last, held_apart="dpdk_frag_not_adjacent"))
-    return 0, None
+    return 0, "dpdk_frag_not_adjacent"
 
 
-def simulate(frames: Iterable[bytes], settings: DpdkSettings) -> List[DpdkPacket]:
+OUTCOMES = {1: "merged", 0: "held", -1: "unprocessed"}
+
+
+def simulate(frames: Iterable[bytes], settings: DpdkSettings,
+             on_decision: Optional[Callable[[int, int, str, Optional[str]], None]] = None) -> List[DpdkPacket]:
     """Every frame through DPDK's GRO as the application drives it; the packets it
-    returns, in the order it returns them."""
+    returns, in the order it returns them.  ``on_decision(frame, burst, outcome,
+    reason)``, when given, hears each frame's fate: merged, held (reason: why
+    apart from its flow's held packets) or unprocessed (reason: why)."""
     out: List[DpdkPacket] = []
     tcp4 = "tcp4" in settings.gro_types
     udp4 = "udp4" in settings.gro_types
@@ -396,6 +404,8 @@ def simulate(frames: Iterable[bytes], settings: DpdkSettings) -> List[DpdkPacket
                 ret, why = udp4_reassemble(udp_tbl, data, m, [index])
             else:
                 ret, why = -1, "dpdk_not_gro_type"
+            if on_decision is not None:
+                on_decision(index, nb, OUTCOMES[ret], why)
             if ret < 0:
                 unprocessed.append(DpdkPacket(bytes(data), [index], why, nb))
         if heavy:
