@@ -5,8 +5,8 @@ unpacked with ``dpkg-deb -x`` (no install: libdpdk-dev alone would pull 216
 packages) into ``$GROTOOL_DPDK_CACHE``, else ``$XDG_CACHE_HOME/grotool/dpdk``,
 else ``~/.cache/grotool/dpdk``; a small C harness (harness.c beside this file)
 is compiled against it there.  The harness runs without root: EAL with
-``--no-huge --no-pci -m 256 --no-shconf -l 0 --no-telemetry`` and the ring
-mempool driver loaded with ``-d``.  Each frame becomes an mbuf whose
+``--no-huge --no-pci -m 256 --no-shconf -l 0 --no-telemetry``, the ring
+mempool driver linked into the harness.  Each frame becomes an mbuf whose
 packet_type and l2/l3/l4 lengths come from grotool.dpdk.classify (the same
 classification the model reads).  Missing apt, dpkg-deb, the packages or a C
 compiler: EnvironmentProblem (exit 4).
@@ -39,6 +39,7 @@ GRO_TYPE_BITS = {"tcp4": 1 << 0, "vxlan-tcp4": 1 << 1, "udp4": 1 << 2, "vxlan-ud
 HARNESS_SOURCE = Path(__file__).with_name("harness.c")
 # mbuf data room is a uint16_t that also holds the headroom (RTE_PKTMBUF_HEADROOM 128)
 MAX_FRAME = 65535 - 128
+HARNESS_LINK = ("librte_mempool_ring", "librte_gro", "librte_mbuf", "librte_mempool", "librte_eal")   # cache key
 
 
 def cache_dir() -> Path:
@@ -92,8 +93,8 @@ def harness_path() -> Path:
     """The compiled harness (fetching DPDK and compiling on first use)."""
     base = cache_dir()
     base.mkdir(parents=True, exist_ok=True)
-    os.chmod(base, 0o755)        # EAL refuses a plugin path under a world-writable directory
-    digest = hashlib.sha256(HARNESS_SOURCE.read_bytes()).hexdigest()[:16]
+    recipe = HARNESS_SOURCE.read_bytes() + " ".join(HARNESS_LINK).encode()
+    digest = hashlib.sha256(recipe).hexdigest()[:16]
     exe = base / f"harness-{digest}"
     with open(base / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -110,6 +111,9 @@ def harness_path() -> Path:
             _run([cc, "-O1", "-msse4.2", "-o", str(tmp), str(HARNESS_SOURCE),
                   f"-I{root}/usr/include", f"-I{root}/usr/include/dpdk",
                   f"-I{root}/usr/include/x86_64-linux-gnu/dpdk", f"-L{lib}",
+                  # the ring mempool driver linked in (its constructor registers the ops), not loaded
+                  # with -d: EAL refuses a plugin under any world-writable directory (a HOME in /tmp)
+                  "-Wl,--no-as-needed", "-l:librte_mempool_ring.so.23",
                   "-l:librte_gro.so.23", "-l:librte_mbuf.so.23", "-l:librte_mempool.so.23", "-l:librte_eal.so.23",
                   f"-Wl,--disable-new-dtags,-rpath,{lib}"], "building the DPDK harness")
             os.rename(tmp, exe)
@@ -140,7 +144,7 @@ def run_library(frames: Sequence[bytes], settings: DpdkSettings, timeout: float 
     exe = harness_path()
     root = cache_dir() / "root"
     lib = root / LIBDIR
-    args = [str(exe), *EAL_ARGS, "-d", str(lib / "librte_mempool_ring.so.23")]
+    args = [str(exe), *EAL_ARGS]
     env = dict(os.environ, LD_LIBRARY_PATH=str(lib))
     try:
         proc = subprocess.run(args, input=_encode(frames, settings), capture_output=True, timeout=timeout, env=env)
