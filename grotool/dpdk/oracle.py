@@ -120,12 +120,25 @@ def harness_path() -> Path:
     return exe
 
 
+def _mbufs_needed(count: int, settings: DpdkSettings) -> int:
+    """One mbuf per frame the library can hold at once: a merged packet is a chain of
+    its frames' mbufs, so heavy mode holds up to every frame between two flushes."""
+    window = settings.burst * (settings.flush_every if settings.mode == "heavy" else 1)
+    return min(count, window) + 64
+
+
+def _memory_mb(frames: Sequence[bytes], settings: DpdkSettings) -> int:
+    """EAL memory (-m): 256 MB, more when the mbuf pool needs it."""
+    longest = max((len(f) for f in frames), default=60)
+    pool = _mbufs_needed(len(frames), settings) * (max(longest, 60) + 128 + 256)
+    return max(256, (pool >> 20) + 128)
+
+
 def _encode(frames: Sequence[bytes], settings: DpdkSettings) -> bytes:
     longest = max((len(f) for f in frames), default=60)
     if longest > MAX_FRAME:
         raise InputError(f"a frame of {longest} bytes does not fit one mbuf (at most {MAX_FRAME})")
-    held = settings.max_flows * settings.max_items if settings.mode == "heavy" else 0
-    mbufs = min(held, 1 << 20) + 2 * settings.burst + 64
+    mbufs = _mbufs_needed(len(frames), settings)
     types = sum(GRO_TYPE_BITS[t] for t in settings.gro_types)
     parts = [struct.pack("<7IQ", 1 if settings.mode == "heavy" else 0, settings.burst, settings.flush_every,
                          settings.max_flows, settings.max_items, max(longest, 60), mbufs, types)]
@@ -145,6 +158,7 @@ def run_library(frames: Sequence[bytes], settings: DpdkSettings, timeout: float 
     root = cache_dir() / "root"
     lib = root / LIBDIR
     args = [str(exe), *EAL_ARGS]
+    args[args.index("-m") + 1] = str(_memory_mb(frames, settings))
     env = dict(os.environ, LD_LIBRARY_PATH=str(lib))
     try:
         proc = subprocess.run(args, input=_encode(frames, settings), capture_output=True, timeout=timeout, env=env)
