@@ -24,7 +24,7 @@ earlier packet of their flow (``held_apart``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 from .classify import Mbuf, classify, is_ipv4_tcp, is_ipv4_udp
@@ -101,16 +101,38 @@ class _Item:
     held_apart: Optional[str] = None
 
 
-@dataclass
 class _Table:
-    """gro_tcp4_tbl: flow slots (key, chain of items) and an item count."""
+    """gro_tcp4_tbl / gro_udp4_tbl: flows in slots (the library scans its flow array
+    from slot 0 and takes the first empty slot for a new flow; a flush with a timeout
+    of 0 empties every slot, so slots fill in order: a dict by key, no scan) and an
+    item count."""
 
-    max_items: int
-    flows: List[Optional[Tuple[bytes, List[_Item]]]] = field(default_factory=list)
-    item_num: int = 0
+    __slots__ = ("max_items", "item_num", "chains", "slot_of", "next_slot", "prefixes")
 
-    def __post_init__(self):
-        self.flows = [None] * self.max_items     # gro_tcp4_tbl_create: max_flow_num = entries_num
+    def __init__(self, max_items: int):
+        self.max_items = max_items      # gro_tcp4_tbl_create: max_flow_num = entries_num as well
+        self.item_num = 0
+        self.chains = {}                # slot -> chain of held items
+        self.slot_of = {}               # flow key -> slot
+        self.next_slot = 0
+        self.prefixes = {}              # TCP flow key without the ACK number -> flows (dpdk_ack_differs)
+
+    def find(self, key: bytes):
+        slot = self.slot_of.get(key)
+        return None if slot is None else self.chains[slot]
+
+    def add_flow(self, key: bytes, item) -> None:
+        slot = self.next_slot
+        self.next_slot += 1
+        self.slot_of[key] = slot
+        self.chains[slot] = [item]
+
+    def clear(self) -> None:
+        self.item_num = 0
+        self.chains.clear()
+        self.slot_of.clear()
+        self.next_slot = 0
+        self.prefixes.clear()
 
 
 def _u16(b, o):
@@ -192,22 +214,17 @@ def tcp4_reassemble(tbl: _Table, data: bytearray, m: Mbuf, covers: List[int]) ->
     sent_seq = _u32(data, tcp + 4)
     # tcp4_flow_key: MAC addresses, IP addresses, ports, ACK number (not VLAN, TTL, TOS)
     key = bytes(data[0:12]) + bytes(data[l2 + 12:l2 + 20]) + bytes(data[tcp:tcp + 4]) + bytes(data[tcp + 8:tcp + 12])
-    flow = None
-    for slot in tbl.flows:
-        if slot is not None and slot[0] == key:
-            flow = slot
-            break
-    if flow is None:
+    chain = tbl.find(key)
+    if chain is None:
         if tbl.item_num >= tbl.max_items:
             return -1, "dpdk_table_full", data
         tbl.item_num += 1
         # the ACK number is part of the flow key: a new ACK opens a flow of its own
-        apart = next(("dpdk_ack_differs" for slot in tbl.flows if slot is not None and slot[0][:-4] == key[:-4]),
-                     None)
-        tbl.flows[tbl.flows.index(None)] = (key, [_Item(data, covers, m, sent_seq, ip_id, is_atomic,
-                                                        held_apart=apart)])
+        prefix = key[:-4]
+        apart = "dpdk_ack_differs" if prefix in tbl.prefixes else None
+        tbl.prefixes[prefix] = True
+        tbl.add_flow(key, _Item(data, covers, m, sent_seq, ip_id, is_atomic, held_apart=apart))
         return 0, apart, data
-    chain = flow[1]
     why = None
     for pos, item in enumerate(chain):
         cmp, why = _check_seq_option(item, data, m, sent_seq, ip_id, tcp_dl, is_atomic)
@@ -231,10 +248,8 @@ def _flush(tbl: _Table, reason: str, burst: int, out: List[DpdkPacket]) -> None:
     flows in slot order, each chain in order; update_header writes the IPv4 total
     length of merged packets (and clears MF of a reassembly that holds the last
     fragment)."""
-    for i, slot in enumerate(tbl.flows):
-        if slot is None:
-            continue
-        chain = slot[1]
+    for slot in sorted(tbl.chains):
+        chain = tbl.chains[slot]
         while chain:
             if isinstance(chain[0], _FragItem):
                 _merge_fragments(chain)
@@ -246,8 +261,7 @@ def _flush(tbl: _Table, reason: str, burst: int, out: List[DpdkPacket]) -> None:
                 if isinstance(item, _FragItem) and item.is_last_frag:
                     item.data[o + 4] &= ~(MF >> 8) & 0xFF
             out.append(DpdkPacket(bytes(item.data), item.covers, reason, burst, item.held_apart))
-        tbl.flows[i] = None
-    tbl.item_num = 0
+    tbl.clear()
 
 
 # -----------------------------------------------------------------------------
@@ -333,14 +347,13 @@ def udp4_reassemble(tbl: _Table, data: bytearray, m: Mbuf, covers: List[int]) ->
     frag_offset = ((frag & OFFSET_MASK) << 3) & 0xFFFF
     # udp4_flow_key: MAC addresses, IP addresses, IP ID
     key = bytes(data[0:12]) + bytes(data[l2 + 12:l2 + 20]) + bytes(data[l2 + 4:l2 + 6])
-    flow = next((slot for slot in tbl.flows if slot is not None and slot[0] == key), None)
-    if flow is None:
+    chain = tbl.find(key)
+    if chain is None:
         if tbl.item_num >= tbl.max_items:
             return -1, "dpdk_table_full"
         tbl.item_num += 1
-        tbl.flows[tbl.flows.index(None)] = (key, [_FragItem(data, covers, m, frag_offset, is_last)])
+        tbl.add_flow(key, _FragItem(data, covers, m, frag_offset, is_last))
         return 0, None
-    chain = flow[1]
     pos = 0
     while pos < len(chain):
         item = chain[pos]
