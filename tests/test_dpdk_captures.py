@@ -113,3 +113,15 @@ def test_explain_stack_dpdk_shows_each_frame_and_each_returned_packet():
     assert len(shown) == 7 and all(line.endswith("unprocessed: dpdk_tcp_flags [DPDK gro_tcp4_reassemble]")
                                    for line in shown)
     assert run_cli("explain", "--stack", "dpdk", src, "--flow", "1").returncode == 2
+
+
+def test_dpdk_document_fields_are_documented(tmp_path):
+    r = run_cli("replay", "--stack", "dpdk", ROOT / "captures" / "mixed.pcap", "-q", "--json", tmp_path / "d.json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "d.json").read_text())
+    text = (ROOT / "docs" / "json.md").read_text().split("# The DPDK document")[1].split("\n# ")[0]
+    for key in list(doc) + list(doc["input"]) + list(doc["settings"]) + list(doc["summary"]) \
+            + list(doc["packets"][0]):
+        if key != "schema":
+            assert f"`{key}`" in text, key
+    assert doc["schema"] == "grotool.dpdk/1" and "`grotool.dpdk/1`" in text
