@@ -56,7 +56,7 @@ def test_replay_stack_dpdk_writes_what_grotool_dpdk_writes(tmp_path, dpdk_librar
     assert [p["covers"] for p in model["packets"]] == [p["covers"] for p in lib["packets"]]
     assert sorted(i for p in lib["packets"] for i in p["covers"]) == list(range(400))
     assert set(model["summary"]["reasons"]) <= {"dpdk_timeout_flush", "end_of_capture", "dpdk_tcp_flags"}
-    assert model["settings"] == {"mode": "heavy", "burst": 16, "flush_every": 2, "max_flows": 64,
+    assert model["settings"] == {"mode": "heavy", "burst": 16, "flush_every": 2, "max_flows": 4,
                                  "max_items": 32, "gro_types": ["tcp4"]}
 
 
