@@ -135,7 +135,7 @@ def test_command_modules_are_imported_when_named(args, loaded):
 def test_help_lists_every_command_in_order():
     r = subprocess.run([sys.executable, "-m", "grotool", "--help"], capture_output=True, text=True, cwd=ROOT)
     listed = [line.split()[0] for line in r.stdout.split("Commands:\n")[1].split("\n\n")[0].splitlines()]
-    assert listed == ["check", "compare", "explain", "kernel", "kernels", "plot", "reasons", "replay", "split",
+    assert listed == ["check", "compare", "dpdk", "explain", "kernel", "kernels", "plot", "reasons", "replay", "split",
                       "sweep"]
 
 

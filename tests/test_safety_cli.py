@@ -204,7 +204,7 @@ def test_reasons_output_explains_every_effect_code():
     from grotool.engine.reasons import EFFECTS
 
     used = {effect for effect, _, _ in REASONS.values()}
-    assert used == set(EFFECTS) == {"S", "P", "PS", "M", "L"}
+    assert used == set(EFFECTS) == {"S", "P", "PS", "M", "L", "H"}
     text = run_cli("reasons").stdout.decode()
     legend = text.split("Effect codes:")[1].splitlines()[1:]
     assert [line.split()[0] for line in legend] == list(EFFECTS)

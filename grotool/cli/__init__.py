@@ -138,7 +138,7 @@ class _Commands(click.Group):
     when named (or listed by --help), so a replay does not pay their set-up."""
 
     MODULES = {"check": "check_cmd", "explain": "explain_cmd", "plot": "plot_cmd", "sweep": "sweep_cmd",
-               "kernels": "kernels_cmd"}
+               "kernels": "kernels_cmd", "dpdk": "dpdk_cmd"}
 
     def list_commands(self, ctx):
         return sorted(set(self.commands) | set(self.MODULES))
@@ -230,6 +230,7 @@ def _render_replay(result, console: Console, top: int) -> None:
 
 from ..report.hints import host_hint  # noqa: E402
 from .hostopts import host_options, host_settings, kernel_option, layout_option  # noqa: E402
+from .dpdkopts import DPDK_KEYS as _DPDK_KEYS, dpdk_options as _dpdk_options  # noqa: E402
 
 
 @main.command(epilog=EXIT_CODES_HELP)
@@ -296,6 +297,10 @@ from .hostopts import host_options, host_settings, kernel_option, layout_option 
 @click.option("--verify", is_flag=True,
               help="Split every delivered packet again (as GSO would) and check it reproduces the input frames "
                    "it covers; exit 1 naming the first input frame that differs (docs/split.md).")
+@click.option("--stack", type=click.Choice(["linux", "dpdk"]), default="linux", show_default=True,
+              help="Whose GRO: Linux's, or DPDK's lib/gro (22.11) with the --dpdk-* and --burst knobs "
+                   "(docs/dpdk.md); with dpdk the Linux settings do not apply.")
+@_dpdk_options
 @host_options
 @layout_option
 @kernel_option
@@ -303,11 +308,17 @@ from .hostopts import host_options, host_settings, kernel_option, layout_option 
 def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro, gro_max_size, gro_ipv4_max_size,
            max_skb_frags, gro_normal_batch, hz, rx_queues, rss_key, veth_rss, rx_usecs, rx_frames,
            gro_flush_timeout, napi_defer_hard_irqs, poll_ns_per_frame, outgoing, json_path, packets_path, mtu, top,
-           output_format, plot_path, quiet, verify, layout, **host):
+           output_format, plot_path, quiet, verify, layout, stack, **host):
     """Replay INPUT (pcap/pcapng, gzip ok, '-' for stdin) through simulated GRO;
     write what Linux would deliver to OUTPUT (pcap, or annotated pcapng for a name
     ending in .pcapng or with --format pcapng; '-' for stdout).  Without OUTPUT
     only the statistics are produced."""
+    if stack == "dpdk":
+        from .dpdk_cmd import replay_dpdk
+
+        return replay_dpdk(input_path, output_path, json_path, quiet, host)
+    for name in _DPDK_KEYS:
+        host.pop(name)
     from ..replay import replay as run_replay
 
     gro_ipv4_max_size = ipv4_max_size_for(gro_max_size, gro_ipv4_max_size)
@@ -455,6 +466,10 @@ def reasons_table() -> Table:
               help="Compare each capture given (A, and B if given) as the kernel IMAGE booted in a VM delivers it "
                    "(grotool kernel --vm, booted once) with grotool's replay under that kernel's profile "
                    "(--device veth --kernel SERIES); exit 1 when any differs.")
+@click.option("--stack", type=click.Choice(["dpdk"]), default=None,
+              help="With one capture: replay it through Linux (A; --kernel VERSION once, default 6.18) and "
+                   "through DPDK's GRO (B; the --dpdk-* and --burst knobs) and compare (docs/dpdk.md).")
+@_dpdk_options
 @host_options
 @click.option("--order", "require_order", is_flag=True, help="Also require the same global delivery order.")
 @click.option("--segs-a", "sidecar_a", metavar="FILE", default=None,
@@ -465,7 +480,7 @@ def reasons_table() -> Table:
 @click.option("--max-flows", type=click.IntRange(1, 1 << 30), default=20, show_default=True)
 @click.option("--quiet", "-q", is_flag=True, help="No summary, only the exit code.")
 @user_errors
-def compare(path_a, path_b, kernels, device, vm_image, require_order, sidecar_a, sidecar_b, no_sidecar, json_path,
+def compare(path_a, path_b, kernels, device, vm_image, stack, require_order, sidecar_a, sidecar_b, no_sidecar, json_path,
             max_flows, quiet, **host):
     """Compare two captures A and B as GRO results, flow by flow; or, with
     --kernel A --kernel B, one capture replayed under two kernel profiles.
@@ -474,8 +489,13 @@ def compare(path_a, path_b, kernels, device, vm_image, require_order, sidecar_a,
     from ..compare import compare_captures
     from .compare_view import render_compare
 
-    if kernels and vm_image:
-        raise click.UsageError("--kernel and --vm are exclusive (--vm takes the guest's own profile)")
+    if vm_image and (kernels or stack):
+        raise click.UsageError("--vm takes the guest's own profile: no --kernel, no --stack")
+    if stack:
+        _compare_stacks(path_a, path_b, kernels, device, host, require_order, json_path, max_flows, quiet)
+        return
+    for name in _DPDK_KEYS:
+        host.pop(name)
     if kernels:
         _compare_kernels(path_a, path_b, kernels, device, host, require_order, json_path, max_flows, quiet)
         return
@@ -516,6 +536,31 @@ def _compare_vm(image, paths, host, require_order, json_path, max_flows, quiet) 
             if not quiet:
                 render_compare(result, _stderr_console() if json_path == "-" else make_console(), max_flows=max_flows)
     sys.exit(0 if identical else 1)
+
+
+def _compare_stacks(path, extra, kernels, device, host, require_order, json_path, max_flows, quiet) -> None:
+    """compare INPUT --stack dpdk: Linux (A) against DPDK (B)."""
+    from ..engine.kernels import cached_profile
+    from ..stack_compare import compare_stacks
+    from .compare_view import render_compare
+    from .dpdkopts import dpdk_settings
+
+    if extra is not None or len(kernels) > 1:
+        raise click.UsageError("--stack dpdk takes one capture and at most one --kernel (Linux's side)")
+    kernel = kernels[0] if kernels else "6.18"
+    try:
+        cached_profile(kernel)
+    except ValueError as exc:
+        raise click.UsageError(f"--kernel: {exc}") from None
+    dpdk = dpdk_settings(host)
+    _check_outputs([path], **{"--json": json_path})
+    settings = Settings(device=device, kernel=kernel, **host_settings(host))
+    result = compare_stacks(path, settings, dpdk, require_order=require_order)
+    if json_path:
+        _write_json(result.to_json(), json_path)
+    if not quiet:
+        render_compare(result, _stderr_console() if json_path == "-" else make_console(), max_flows=max_flows)
+    sys.exit(0 if result.identical else 1)
 
 
 def _compare_kernels(path, extra, kernels, device, host, require_order, json_path, max_flows, quiet) -> None:

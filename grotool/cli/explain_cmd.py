@@ -15,6 +15,7 @@ from .. import __version__
 from ..engine.reasons import REASONS
 from ..errors import EXIT_INPUT_TRUNCATED
 from . import EXIT_CODES_HELP, make_console, user_errors
+from .dpdkopts import DPDK_KEYS, dpdk_options, dpdk_settings
 from .options import explicit_settings, replay_settings_options, settings_from_options
 
 if TYPE_CHECKING:
@@ -72,9 +73,13 @@ def settings_summary(settings) -> str:
 @replay_settings_options
 @click.option("--mtu", type=click.IntRange(68, 1 << 20), default=None,
               help="Link MTU (as replay) [default: the MTU the capture implies, at least 1500].")
+@click.option("--stack", type=click.Choice(["linux", "dpdk"]), default="linux", show_default=True,
+              help="Whose GRO: Linux's, or DPDK's lib/gro (22.11) with the --dpdk-* and --burst knobs "
+                   "(docs/dpdk.md; --frame and --reason apply, --flow and --jsonl do not).")
+@dpdk_options
 @click.pass_context
 @user_errors
-def explain(ctx, input_path, frame_range, flow_filter, reason_name, jsonl_path, mtu, **options):
+def explain(ctx, input_path, frame_range, flow_filter, reason_name, jsonl_path, mtu, stack, **options):
     """Replay INPUT as `grotool replay` does (same options) and show every GRO
     decision: one line per frame (frame number, time, flow, outcome, reason,
     evidence), grouped by NAPI poll, and one line per delivered aggregate.
@@ -86,6 +91,12 @@ def explain(ctx, input_path, frame_range, flow_filter, reason_name, jsonl_path, 
     from ..replay import replay as run_replay
     from ..report.events import FlowFilter, parse_frame_range
 
+    if stack == "dpdk":
+        if flow_filter is not None or jsonl_path is not None:
+            raise click.UsageError("--flow and --jsonl do not apply with --stack dpdk")
+        return explain_dpdk(input_path, frame_range, reason_name, dpdk_settings(options))
+    for name in DPDK_KEYS:
+        options.pop(name)
     given = explicit_settings(ctx)
     settings = settings_from_options(options)
     frames = None
@@ -289,3 +300,83 @@ def _print_styled(console: Console, lines) -> None:
             count = 0
     if count:
         console.print(batch, soft_wrap=True)
+
+
+def explain_dpdk(input_path, frame_range, reason_name, settings) -> None:
+    """explain --stack dpdk: each frame's fate in DPDK's GRO model, burst by burst,
+    and each packet the library returns, with its reason and DPDK function."""
+    from ..dpdk.engine import simulate
+    from ..oracle import read_input
+    from ..oracle.frames import flow_json, parse
+    from ..report.events import parse_frame_range
+
+    first, last = 1, 1 << 62
+    if frame_range is not None:
+        try:
+            first, last = parse_frame_range(frame_range)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--frame") from None
+    if reason_name is not None and reason_name not in REASONS:
+        raise click.BadParameter(f"{reason_name!r} is not a reason (see `grotool reasons`)", param_hint="--reason")
+    frames, _, _ = read_input(input_path)
+    lines: List[tuple] = []
+    packets = simulate(frames, settings, lambda *d: lines.append(("frame",) + d))
+    # the returned packets go after the decisions of the burst that returned them
+    by_burst = {}
+    for number, p in enumerate(packets):
+        by_burst.setdefault(p.burst, []).append((number, p))
+
+    def flow_of(data) -> str:
+        f = flow_json(parse(data))
+        if f is None:
+            return "(not TCP/UDP over IP)"
+        return f"{f['proto']} {f['src']}:{f['sport']} > {f['dst']}:{f['dport']}"
+
+    def spans(indices) -> str:
+        runs = []
+        for i in indices:
+            if runs and i == runs[-1][1] + 1:
+                runs[-1][1] = i
+            else:
+                runs.append([i, i])
+        return ", ".join(f"{a + 1}" if a == b else f"{a + 1}-{b + 1}" for a, b in runs)
+
+    out = []
+    mode = "rte_gro_reassemble_burst" if settings.mode == "light" else "rte_gro_reassemble + rte_gro_timeout_flush"
+    out.append(f"DPDK 22.11 lib/gro model, {settings.mode} mode ({mode}), bursts of {settings.burst}"
+               + (f", flush every {settings.flush_every} bursts" if settings.mode == "heavy" else "")
+               + f", max {settings.max_flows} flows x {settings.max_items} items, types {','.join(settings.gro_types)}")
+    burst_shown = None
+
+    def header(burst):
+        nonlocal burst_shown
+        if burst_shown != burst:
+            out.append(f"burst {burst + 1}")
+            burst_shown = burst
+
+    def emit_packets(burst):
+        for number, p in by_burst.pop(burst, []):
+            if not any(first <= i + 1 <= last for i in p.covers):
+                continue
+            if reason_name is not None and p.reason != reason_name:
+                continue
+            header(burst)
+            n = len(p.covers)
+            out.append(f"  -> packet {number + 1}: frame{'s' if n > 1 else ''} {spans(p.covers)} "
+                       f"({n} segment{'s' if n > 1 else ''}, {len(p.data)} bytes), {p.reason} [{REASONS[p.reason][1]}]")
+
+    previous = None
+    for _, frame, burst, outcome, reason in lines:
+        if previous is not None and burst != previous:
+            emit_packets(previous)
+        previous = burst
+        if not first <= frame + 1 <= last or (reason_name is not None and reason != reason_name):
+            continue
+        header(burst)
+        text = f"  frame {frame + 1}  {flow_of(frames[frame])}  {outcome}"
+        if reason:
+            text += f": {reason} [{REASONS[reason][1]}]"
+        out.append(text)
+    for burst in sorted(by_burst):
+        emit_packets(burst)
+    click.echo("\n".join(out))

@@ -8,7 +8,11 @@ in the kernel's own evaluation order.
 
 Effect codes: S = the incoming packet goes up alone, held packets untouched;
 P = the matching held packet is completed; PS = both; M = merged, then the
-held packet is completed; L = list or poll level.
+held packet is completed; L = list or poll level; H = (DPDK) held beside the
+flow's held packets, none completed.
+
+The reasons whose function starts with "DPDK" are the DPDK stack's
+(`--stack dpdk`, grotool/dpdk/): lib/gro of DPDK 22.11, never Linux.
 """
 
 # What each effect code says happens to the packets involved (`grotool reasons`,
@@ -21,6 +25,8 @@ EFFECTS = {
          "(with no held packet: sent up alone)",
     "L": "decided at list or poll level (bucket full, end of a poll, budget, timer, end of capture), "
          "not by a packet's headers: held packets are completed",
+    "H": "DPDK stack: the arriving packet is held as a packet of its own beside the held packets of its flow, "
+         "none of which is completed",
 }
 
 # name -> (effect, kernel function, description)
@@ -99,6 +105,22 @@ REASONS = {
     "budget_exhausted_old": ("L", "__napi_poll", "poll used its whole budget; HZ >= 1000 flushes packets from an earlier jiffy"),
     "flush_timeout": ("L", "napi_watchdog", "gro_flush_timeout timer poll flushed what was left"),
     "end_of_capture": ("L", "grotool", "the capture ended; what was still held is flushed (as the next poll would)"),
+    # DPDK 22.11 lib/gro (--stack dpdk; grotool/dpdk/engine.py)
+    "dpdk_not_gro_type": ("S", "DPDK rte_gro_reassemble_burst", "DPDK: packet type of no enabled GRO type (IPv6, ARP, ...; UDP without udp4 on): returned unprocessed"),
+    "dpdk_tcp_hdr_len": ("S", "DPDK gro_tcp4_reassemble", "DPDK: TCP header length (l4_len) under 20 or over 60 bytes"),
+    "dpdk_tcp_flags": ("S", "DPDK gro_tcp4_reassemble", "DPDK: TCP flags other than exactly ACK (PSH, FIN, SYN, RST, URG, ECE, CWR): returned unprocessed"),
+    "dpdk_no_payload": ("S", "DPDK gro_tcp4/udp4_reassemble", "DPDK: ACK segment without payload once Ethernet padding is trimmed (the trim stays), or IPv4 fragment without payload"),
+    "dpdk_udp_not_fragment": ("S", "DPDK gro_udp4_reassemble", "DPDK udp4 (IPv4 fragment reassembly): an unfragmented UDP datagram passes through"),
+    "dpdk_table_full": ("S", "DPDK insert_new_item", "DPDK: the reassembly table holds its maximum of packets (light: min(burst, flows x items, 128); heavy: flows x items)"),
+    "dpdk_ack_differs": ("H", "DPDK is_same_tcp4_flow", "DPDK: the ACK number is part of the flow key: a new ACK number starts a flow of its own"),
+    "dpdk_tcp_options_differ": ("H", "DPDK check_seq_option", "DPDK: TCP header length or option bytes differ from the held packet's"),
+    "dpdk_df_differs": ("H", "DPDK check_seq_option", "DPDK: DF bit differs from the held packet's"),
+    "dpdk_ip_id_not_next": ("H", "DPDK check_seq_option", "DPDK: without DF, the IP ID is not the held packet's last ID + 1 (no wrap at 65535)"),
+    "dpdk_seq_not_adjacent": ("H", "DPDK check_seq_option", "DPDK: sequence number neither continues nor directly precedes the held packet"),
+    "dpdk_frag_not_adjacent": ("H", "DPDK udp4_check_neighbor", "DPDK udp4: fragment offset neither continues nor directly precedes a held fragment of the datagram (held in offset order; joined at the flush if adjacent then)"),
+    "dpdk_max_length": ("H", "DPDK merge_two_tcp4/udp4_packets", "DPDK: merging would pass an IPv4 total length of 65,535"),
+    "dpdk_burst_end": ("L", "DPDK rte_gro_reassemble_burst", "DPDK light mode: the burst ended; every held packet is returned (before the unprocessed ones)"),
+    "dpdk_timeout_flush": ("L", "DPDK rte_gro_timeout_flush", "DPDK heavy mode: the application flushed the GRO context (--dpdk-flush-every bursts)"),
     # grotool's own
     "capture_truncated": ("S", "grotool", "record cut by snaplen (caplen < wire length), nic device: not what the kernel saw, passed through (veth takes it through GRO as captured, as grotool kernel injects it)"),
     "not_ip_link": ("S", "grotool", "link-layer frame grotool cannot feed to GRO (too short for its link header)"),
