@@ -480,8 +480,8 @@ def reasons_table() -> Table:
 @click.option("--max-flows", type=click.IntRange(1, 1 << 30), default=20, show_default=True)
 @click.option("--quiet", "-q", is_flag=True, help="No summary, only the exit code.")
 @user_errors
-def compare(path_a, path_b, kernels, device, vm_image, stack, require_order, sidecar_a, sidecar_b, no_sidecar, json_path,
-            max_flows, quiet, **host):
+def compare(path_a, path_b, kernels, device, vm_image, stack, require_order, sidecar_a, sidecar_b, no_sidecar,
+            json_path, max_flows, quiet, **host):
     """Compare two captures A and B as GRO results, flow by flow; or, with
     --kernel A --kernel B, one capture replayed under two kernel profiles.
 
@@ -657,8 +657,8 @@ def _local_tcp_values(ctx, param, values):
 @click.option("--quiet", "-q", is_flag=True)
 @user_errors
 def kernel(input_path, output_path, json_path, csum, udp_gro_forwarding, rx_gro_list, udp_gro_sockets, vxlan_ports,
-           geneve_ports, local_tcp, udp_gro, gro_max_size, gro_ipv4_max_size, batch, max_seconds, rss, rss_key_hex, vm_image, vm_modules,
-           vm_boot_timeout, quiet):
+           geneve_ports, local_tcp, udp_gro, gro_max_size, gro_ipv4_max_size, batch, max_seconds, rss, rss_key_hex,
+           vm_image, vm_modules, vm_boot_timeout, quiet):
     """Replay INPUT through the real kernel's GRO (veth in a private network
     namespace; root) and write what it delivered to OUTPUT.  The host options
     create what they describe inside the namespace.  With --vm IMAGE, the same
