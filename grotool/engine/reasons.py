@@ -116,6 +116,8 @@ REASONS = {
     "dpdk_tcp_options_differ": ("H", "DPDK check_seq_option", "DPDK: TCP header length or option bytes differ from the held packet's"),
     "dpdk_df_differs": ("H", "DPDK check_seq_option", "DPDK: DF bit differs from the held packet's"),
     "dpdk_ip_id_not_next": ("H", "DPDK check_seq_option", "DPDK: without DF, the IP ID is not the held packet's last ID + 1 (no wrap at 65535)"),
+    "dpdk_outer_df_differs": ("H", "DPDK check_vxlan_seq_option", "DPDK vxlan_tcp4: outer IPv4 DF bit differs from the held packet's"),
+    "dpdk_outer_ip_id_not_next": ("H", "DPDK check_vxlan_seq_option", "DPDK vxlan_tcp4: without outer DF, the outer IP ID does not continue (or directly precede) the held packet's"),
     "dpdk_seq_not_adjacent": ("H", "DPDK check_seq_option", "DPDK: sequence number neither continues nor directly precedes the held packet"),
     "dpdk_frag_not_adjacent": ("H", "DPDK udp4_check_neighbor", "DPDK udp4: fragment offset neither continues nor directly precedes a held fragment of the datagram (held in offset order; joined at the flush if adjacent then)"),
     "dpdk_max_length": ("H", "DPDK merge_two_tcp4/udp4_packets", "DPDK: merging would pass an IPv4 total length of 65,535"),
