@@ -16,7 +16,7 @@ from grotool.dpdk.engine import DpdkSettings, simulate
 import random
 
 from test_dpdk_random import random_settings, random_traffic
-from test_dpdk_rules import SETTINGS, seg, udp_frame
+from test_dpdk_rules import SETTINGS, F, fragments, seg, udp_frame
 
 MSS = 1448                                   # seg() of test_dpdk_rules steps by 1448
 VX = ("vxlan_tcp4",)
@@ -147,8 +147,9 @@ def test_vxlan_model_agrees_with_librte_gro(case, dpdk_library):
 
 def wrap_randomly(rng: random.Random, frames):
     """Seeded random traffic, part of it tunnelled: the TCP frames of some flows in VXLAN
-    (VNI per flow, sometimes another), outer IP IDs counting with gaps, outer DF sometimes."""
-    out, outer_id = [], {}
+    (VNI per flow, sometimes another), outer IP IDs counting with gaps, outer DF sometimes;
+    the fragments of some datagrams in VXLAN with random outer source ports and IDs."""
+    out, outer_id, wrapped = [], {}, {}
     tunnelled = {2000 + f for f in range(3) if rng.random() < 0.8}
     outer_df = {sport: rng.random() < 0.3 for sport in tunnelled}
     for frame in frames:
@@ -157,6 +158,10 @@ def wrap_randomly(rng: random.Random, frames):
             outer_id[sport] = outer_id.get(sport, rng.choice([1, 65534])) + (1 if rng.random() < 0.9 else 3)
             frame = vxlan(frame, vni=sport if rng.random() < 0.95 else 7, outer_id=outer_id[sport] & 0xFFFF,
                           outer_df=outer_df[sport] != (rng.random() < 0.05), sport=40000 + sport % 2)
+        elif len(frame) > 34 and frame[12:14] == b"\x08\x00" and frame[23] == 17 and frame[20:22] != b"\x00\x00":
+            ident = frame[18:20]                # a fragment: its datagram tunnelled or not, at random
+            if wrapped.setdefault(ident, rng.random() < 0.6):
+                frame = vxlan(frame, sport=rng.choice([40000, 40001]), outer_id=rng.randrange(65536))
         out.append(frame)
     return out
 
@@ -167,5 +172,61 @@ def test_random_vxlan_traffic_agrees_with_librte_gro(seed, dpdk_library):
     frames = wrap_randomly(rng, random_traffic(rng))
     for _ in range(3):
         settings = random_settings(rng)
-        settings = DpdkSettings(**{**settings.as_json(), "gro_types": settings.gro_types + VX})
+        settings = DpdkSettings(**{**settings.as_json(), "gro_types": settings.gro_types + rng.choice(
+            [VX, ("vxlan_udp4",), ("vxlan_tcp4", "vxlan_udp4")])})
         assert outcome(simulate(frames, settings)) == outcome(dpdk_library(frames, settings)), (seed, settings)
+
+
+# -- VXLAN UDP/IPv4: inner IPv4 fragment reassembly (gro_vxlan_udp4.c) ---------------------
+def vfrags(ident=7, sports=None, **kw):
+    inner = fragments(ident=ident, **kw)
+    return [vxlan(f, outer_id=200 + i, sport=sports[i] if sports else 40000) for i, f in enumerate(inner)]
+
+
+VF = vfrags()                                    # 3 fragments: 1480, 1480, 1048 bytes
+VSMALL = vfrags(ident=9, size=40, piece=24, pad_last=True)   # the last inner frame padded to 60 bytes
+VXU = ("vxlan_udp4",)
+ALL = ("tcp4", "udp4", "vxlan_tcp4", "vxlan_udp4")
+FRAG_CASES = {
+    "vfrags_in_order": VF,
+    "vfrags_reversed": VF[::-1],
+    "vfrags_middle_last": [VF[0], VF[2], VF[1]],
+    "vfrags_two_datagrams": [x for pair in zip(VF, vfrags(ident=8)) for x in pair],
+    "vfrags_duplicate": [VF[0], VF[0], VF[1], VF[2]],
+    "vfrags_outer_source_ports_differ": vfrags(sports=[1, 2, 3]),
+    "vfrags_vni_differs": [VF[0], vxlan(fragments()[1], vni=9), VF[2]],
+    "vfrags_inner_padding": VSMALL,
+    "vfrags_inner_padding_reversed": VSMALL[::-1],
+    "vfrags_with_plain_frags_and_vxlan_tcp": [VF[0], F[0], vseg(0), VF[1], F[1], vseg(1), VF[2], F[2]],
+    "vxlan_plain_udp": [vxlan(udp_frame()), vxlan(udp_frame())],
+    "vfrags_icmp": vfrags(proto=1),
+}
+
+
+def test_vxlan_udp4_reassembles_inner_fragments_lengths_and_inner_mf_updated():
+    (p,) = simulate(VF[::-1], DpdkSettings(gro_types=VXU))
+    assert p.covers == [2, 1, 0] and p.reason == "dpdk_burst_end"
+    inner = OUTER + 14
+    n = len(p.data)
+    assert n == inner + 20 + 8 + 4000
+    assert struct.unpack_from("!H", p.data, 16)[0] == n - 14
+    assert struct.unpack_from("!H", p.data, 38)[0] == n - 34
+    assert struct.unpack_from("!H", p.data, inner + 2)[0] == 20 + 8 + 4000           # inner total length
+    assert struct.unpack_from("!H", p.data, inner + 6)[0] == 0 and VF[0][inner + 6] & 0x20   # MF cleared
+    assert p.data[24:26] == VF[0][24:26] and p.data[inner + 10:inner + 12] == VF[0][inner + 10:inner + 12]
+
+
+def test_vxlan_udp4_ignores_the_outer_source_port_and_keys_on_the_vni():
+    assert [p.covers for p in simulate(FRAG_CASES["vfrags_outer_source_ports_differ"],
+                                       DpdkSettings(gro_types=VXU))] == [[0, 1, 2]]
+    assert [p.covers for p in simulate(FRAG_CASES["vfrags_vni_differs"], DpdkSettings(gro_types=VXU))] == [[0], [2],
+                                                                                                           [1]]
+
+
+@pytest.mark.parametrize("case", sorted(FRAG_CASES))
+def test_vxlan_udp4_model_agrees_with_librte_gro(case, dpdk_library):
+    frames = FRAG_CASES[case]
+    for settings in SETTINGS:
+        for types in (VXU, ALL):
+            settings = DpdkSettings(**{**settings.as_json(), "gro_types": types})
+            assert outcome(simulate(frames, settings)) == outcome(dpdk_library(frames, settings)), settings

@@ -121,6 +121,13 @@ def is_vxlan_tcp4(ptype: int) -> bool:
             and ptype & PTYPE_INNER_L3_MASK in (0x00100000, 0x00200000, 0x00400000))
 
 
+def is_vxlan_udp4(ptype: int) -> bool:
+    """rte_gro.c IS_IPV4_VXLAN_UDP4_PKT: outer IPv4/UDP, VXLAN, inner IPv4 and UDP."""
+    return (bool(ptype & PTYPE_L3_IPV4) and ptype & PTYPE_L4_UDP == PTYPE_L4_UDP
+            and ptype & PTYPE_TUNNEL_VXLAN == PTYPE_TUNNEL_VXLAN and ptype & PTYPE_INNER_L4_UDP == PTYPE_INNER_L4_UDP
+            and ptype & PTYPE_INNER_L3_MASK in (0x00100000, 0x00200000, 0x00400000))
+
+
 def is_ipv4_udp(ptype: int) -> bool:
     """rte_gro.c IS_IPV4_UDP_PKT: IPv4, L4 UDP bits, no tunnel."""
     return bool(ptype & PTYPE_L3_IPV4) and (ptype & PTYPE_L4_UDP) == PTYPE_L4_UDP and not ptype & PTYPE_TUNNEL_MASK

@@ -4,8 +4,10 @@ The rules come from DPDK's own source (lib/gro/rte_gro.c, gro_tcp4.c,
 gro_tcp4.h, gro_udp4.c, gro_udp4.h of the 22.11 series); each is cited by the
 DPDK function it comes from.  Modelled: TCP/IPv4 GRO (RTE_GRO_TCP_IPV4, "tcp4")
 UDP/IPv4 GRO (RTE_GRO_UDP_IPV4, "udp4": IPv4 fragment reassembly) and VXLAN
-TCP/IPv4 GRO (RTE_GRO_IPV4_VXLAN_TCP_IPV4, "vxlan_tcp4", gro_vxlan_tcp4.c).
-VXLAN UDP/IPv4 is not; a packet of no enabled type passes through unprocessed.
+TCP/IPv4 GRO (RTE_GRO_IPV4_VXLAN_TCP_IPV4, "vxlan_tcp4", gro_vxlan_tcp4.c) and
+VXLAN UDP/IPv4 GRO (RTE_GRO_IPV4_VXLAN_UDP_IPV4, "vxlan_udp4", gro_vxlan_udp4.c:
+inner IPv4 fragment reassembly).  A packet of no enabled type passes through
+unprocessed.
 
 Two ways an application drives it, both modelled:
 
@@ -28,10 +30,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
-from .classify import VXLAN_PORT, Mbuf, classify, is_ipv4_tcp, is_ipv4_udp, is_vxlan_tcp4
+from .classify import VXLAN_PORT, Mbuf, classify, is_ipv4_tcp, is_ipv4_udp, is_vxlan_tcp4, is_vxlan_udp4
 
 MODES = ("light", "heavy")
-GRO_TYPES = ("tcp4", "udp4", "vxlan_tcp4")   # modelled; the library also has vxlan_udp4
+GRO_TYPES = ("tcp4", "udp4", "vxlan_tcp4", "vxlan_udp4")   # every type of 22.11
 RTE_GRO_MAX_BURST_ITEM_NUM = 128      # rte_gro.h
 GRO_TCP4_TBL_MAX_ITEM_NUM = 1024 * 1024   # gro_tcp4.h
 MAX_IPV4_PKT_LENGTH = 65535           # gro_tcp4.h
@@ -354,6 +356,8 @@ def _flush(tbl: _Table, reason: str, burst: int, out: List[DpdkPacket]) -> None:
                 n = (n - item.m.l2_len) & 0xFFFF
                 o += item.m.l2_len + 2
                 item.data[o:o + 2] = n.to_bytes(2, "big")
+                if isinstance(item, _FragItem) and item.is_last_frag:
+                    item.data[o + 4] &= ~(MF >> 8) & 0xFF      # update_vxlan_header: the inner MF
             elif item.nb_merged > 1:
                 n = len(item.data) - item.m.l2_len
                 o = item.m.l2_len + 2
@@ -383,7 +387,8 @@ class _FragItem:
 def _frag_neighbor(item: _FragItem, frag_offset: int, ip_dl: int) -> int:
     """udp4_check_neighbor: 1 append, -1 prepend, 0.  The held length is a uint16_t
     counted from the mbuf (Ethernet padding included, never trimmed)."""
-    held = (len(item.data) - item.m.l2_len - item.m.l3_len) & 0xFFFF
+    o = item.m
+    held = (len(item.data) - o.outer_l2_len - o.outer_l3_len - o.l2_len - o.l3_len) & 0xFFFF
     if frag_offset == item.frag_offset + held:
         return 1
     if frag_offset + ip_dl == item.frag_offset:
@@ -396,8 +401,9 @@ def _merge_frag(item: _FragItem, data: bytearray, m: Mbuf, covers: List[int], cm
     """merge_two_udp4_packets: the head's headers stay; refused past 65,535 bytes of IPv4."""
     head_m = item.m if cmp > 0 else m
     head_len, tail_len = (len(item.data), len(data)) if cmp > 0 else (len(data), len(item.data))
-    hdr_len = head_m.l2_len + head_m.l3_len
-    if head_len - head_m.l2_len + tail_len - hdr_len > MAX_IPV4_PKT_LENGTH:
+    off = m.outer_l2_len + m.outer_l3_len     # VXLAN: the arriving packet's (merge_two_vxlan_udp4_packets)
+    hdr_len = off + head_m.l2_len + head_m.l3_len
+    if head_len - off - head_m.l2_len + tail_len - hdr_len > MAX_IPV4_PKT_LENGTH:
         return False
     if cmp > 0:
         item.data += data[hdr_len:]
@@ -419,7 +425,7 @@ def _merge_fragments(chain: List[_FragItem]) -> None:
     start = chain[0]
     while len(chain) > 1:
         nxt = chain[1]
-        ip_dl = (len(nxt.data) - nxt.m.l2_len - nxt.m.l3_len) & 0xFFFF
+        ip_dl = (len(nxt.data) - nxt.m.outer_l2_len - nxt.m.outer_l3_len - nxt.m.l2_len - nxt.m.l3_len) & 0xFFFF
         if ip_dl >= 0x8000:
             ip_dl -= 0x10000                  # an int16_t in gro_udp4_merge_items
         cmp = _frag_neighbor(start, nxt.frag_offset, ip_dl)
@@ -447,6 +453,12 @@ def udp4_reassemble(tbl: _Table, data: bytearray, m: Mbuf, covers: List[int]) ->
     frag_offset = ((frag & OFFSET_MASK) << 3) & 0xFFFF
     # udp4_flow_key: MAC addresses, IP addresses, IP ID
     key = bytes(data[0:12]) + bytes(data[l2 + 12:l2 + 20]) + bytes(data[l2 + 4:l2 + 6])
+    return _frag_insert(tbl, key, data, m, covers, frag_offset, ip_dl, is_last)
+
+
+def _frag_insert(tbl: _Table, key: bytes, data: bytearray, m: Mbuf, covers: List[int], frag_offset: int, ip_dl: int,
+                 is_last: bool) -> Tuple[int, Optional[str]]:
+    """The table part of gro_udp4_reassemble / gro_vxlan_udp4_reassemble."""
     chain = tbl.find(key)
     if chain is None:
         if tbl.item_num >= tbl.max_items:
@@ -476,6 +488,29 @@ def udp4_reassemble(tbl: _Table, data: bytearray, m: Mbuf, covers: List[int]) ->
     return 0, "dpdk_frag_not_adjacent"
 
 
+def vxlan_udp4_reassemble(tbl: _Table, data: bytearray, m: Mbuf, covers: List[int]) -> Tuple[int, Optional[str]]:
+    """gro_vxlan_udp4_reassemble (gro_vxlan_udp4.c): IPv4 fragment reassembly inside
+    VXLAN, as udp4_reassemble but keyed on the outer headers (not the outer UDP source
+    port) and the VXLAN words too; no outer IP ID or DF rule; no padding trim."""
+    udp = m.outer_l2_len + m.outer_l3_len
+    ip = udp + m.l2_len
+    frag = _u16(data, ip + 6)
+    if not frag & (MF | OFFSET_MASK):
+        return -1, "dpdk_udp_not_fragment"
+    ip_dl = len(data) - ip - m.l3_len
+    if ip_dl <= 0:
+        return -1, "dpdk_no_payload"
+    is_last = not frag & MF
+    frag_offset = ((frag & OFFSET_MASK) << 3) & 0xFFFF
+    inner_eth = udp + 16
+    # vxlan_udp4_flow_key: outer MACs and IPs, UDP destination port, VXLAN flags and VNI
+    # words, inner MACs, inner IPs, inner IP ID
+    key = (bytes(data[0:12]) + bytes(data[m.outer_l2_len + 12:m.outer_l2_len + 20]) + bytes(data[udp + 2:udp + 4])
+           + bytes(data[udp + 8:udp + 16]) + bytes(data[inner_eth:inner_eth + 12]) + bytes(data[ip + 12:ip + 20])
+           + bytes(data[ip + 4:ip + 6]))
+    return _frag_insert(tbl, key, data, m, covers, frag_offset, ip_dl, is_last)
+
+
 OUTCOMES = {1: "merged", 0: "held", -1: "unprocessed"}
 
 
@@ -489,33 +524,37 @@ def simulate(frames: Iterable[bytes], settings: DpdkSettings,
     tcp4 = "tcp4" in settings.gro_types
     udp4 = "udp4" in settings.gro_types
     vxlan_tcp4 = "vxlan_tcp4" in settings.gro_types
+    vxlan_udp4 = "vxlan_udp4" in settings.gro_types
     vxlan_ports = tuple(settings.vxlan_ports)
     heavy = settings.mode == "heavy"
     pairs = settings.max_flows * settings.max_items
     entries = min(pairs, GRO_TCP4_TBL_MAX_ITEM_NUM)       # the same cap for the UDP table
-    tables = (_Table(entries), _Table(entries), _Table(entries)) if heavy else None
+    tables = tuple(_Table(entries) for _ in range(4)) if heavy else None
     burst: List[Tuple[int, bytes]] = []
     nb = 0
 
-    def flush(tcp_tbl, udp_tbl, vxlan_tbl, reason):
-        # rte_gro_timeout_flush / rte_gro_reassemble_burst: the VXLAN TCP table, the TCP one, the UDP one
+    def flush(tcp_tbl, udp_tbl, vxlan_tbl, vxlan_udp_tbl, reason):
+        # rte_gro_timeout_flush / rte_gro_reassemble_burst: VXLAN TCP, VXLAN UDP, TCP, UDP
         _flush(vxlan_tbl, reason, nb, out)
+        _flush(vxlan_udp_tbl, reason, nb, out)
         _flush(tcp_tbl, reason, nb, out)
         _flush(udp_tbl, reason, nb, out)
 
     def run_burst(frames_in: Sequence[Tuple[int, bytes]], last: bool) -> None:
         nonlocal nb
         if heavy:
-            tcp_tbl, udp_tbl, vxlan_tbl = tables
+            tcp_tbl, udp_tbl, vxlan_tbl, vxlan_udp_tbl = tables
         else:
             size = min(len(frames_in), pairs, RTE_GRO_MAX_BURST_ITEM_NUM)
-            tcp_tbl, udp_tbl, vxlan_tbl = _Table(size), _Table(size), _Table(size)
+            tcp_tbl, udp_tbl, vxlan_tbl, vxlan_udp_tbl = _Table(size), _Table(size), _Table(size), _Table(size)
         unprocessed: List[DpdkPacket] = []
         for index, frame in frames_in:
             data = bytearray(frame)
             m = classify(frame, vxlan_ports)
             if vxlan_tcp4 and is_vxlan_tcp4(m.packet_type):
                 ret, why = vxlan_tcp4_reassemble(vxlan_tbl, data, m, [index])
+            elif vxlan_udp4 and is_vxlan_udp4(m.packet_type):
+                ret, why = vxlan_udp4_reassemble(vxlan_udp_tbl, data, m, [index])
             elif tcp4 and is_ipv4_tcp(m.packet_type):
                 ret, why, data = tcp4_reassemble(tcp_tbl, data, m, [index])
             elif udp4 and is_ipv4_udp(m.packet_type):
@@ -529,9 +568,9 @@ def simulate(frames: Iterable[bytes], settings: DpdkSettings,
         if heavy:
             out.extend(unprocessed)            # rte_gro_reassemble returns them at once
             if (nb + 1) % settings.flush_every == 0 or last:
-                flush(tcp_tbl, udp_tbl, vxlan_tbl, "end_of_capture" if last else "dpdk_timeout_flush")
+                flush(tcp_tbl, udp_tbl, vxlan_tbl, vxlan_udp_tbl, "end_of_capture" if last else "dpdk_timeout_flush")
         else:
-            flush(tcp_tbl, udp_tbl, vxlan_tbl, "dpdk_burst_end")   # rte_gro_reassemble_burst: the tables first
+            flush(tcp_tbl, udp_tbl, vxlan_tbl, vxlan_udp_tbl, "dpdk_burst_end")   # rte_gro_reassemble_burst: the tables first
             out.extend(unprocessed)
         nb += 1
 
