@@ -21,6 +21,8 @@ SETTINGS = [DpdkSettings(mode="light", burst=b) for b in (4, 32, 128)] + [
     DpdkSettings(mode="heavy", burst=b, flush_every=f) for b, f in ((8, 1), (32, 1), (32, 4), (64, 16))] + [
     DpdkSettings(mode="light", burst=32, gro_types=("tcp4", "udp4")),
     DpdkSettings(mode="heavy", burst=16, flush_every=3, gro_types=("tcp4", "udp4")),
+    DpdkSettings(mode="light", burst=32, gro_types=("tcp4", "udp4", "vxlan_tcp4", "vxlan_udp4")),
+    DpdkSettings(mode="heavy", burst=32, flush_every=2, gro_types=("vxlan_tcp4", "tcp4")),
     # held until the end of the capture: every merged frame's mbuf at once
     DpdkSettings(mode="heavy", burst=32, flush_every=1 << 20, max_flows=1024, max_items=1024)]
 
@@ -57,7 +59,7 @@ def test_replay_stack_dpdk_writes_what_grotool_dpdk_writes(tmp_path, dpdk_librar
     assert sorted(i for p in lib["packets"] for i in p["covers"]) == list(range(400))
     assert set(model["summary"]["reasons"]) <= {"dpdk_timeout_flush", "end_of_capture", "dpdk_tcp_flags"}
     assert model["settings"] == {"mode": "heavy", "burst": 16, "flush_every": 2, "max_flows": 4,
-                                 "max_items": 32, "gro_types": ["tcp4"]}
+                                 "max_items": 32, "gro_types": ["tcp4"], "vxlan_ports": [4789]}
 
 
 def test_grotool_dpdk_without_a_compiler_is_one_line_and_exit_4(tmp_path, dpdk_library):
@@ -76,10 +78,10 @@ def test_grotool_dpdk_without_a_compiler_is_one_line_and_exit_4(tmp_path, dpdk_l
 
 
 def test_unmodelled_gro_type_is_refused():
-    r = run_cli("replay", "--stack", "dpdk", ROOT / "captures" / "mixed.pcap", "--dpdk-gro-types", "tcp4,vxlan-tcp4")
+    r = run_cli("replay", "--stack", "dpdk", ROOT / "captures" / "mixed.pcap", "--dpdk-gro-types", "tcp4,tcp6")
     assert r.returncode == 3
     assert r.stderr.decode().splitlines() == [
-        "grotool: error: GRO type vxlan-tcp4 is not modelled (modelled: tcp4, udp4)"]
+        "grotool: error: GRO type tcp6 is not modelled (modelled: tcp4, udp4, vxlan_tcp4, vxlan_udp4)"]
 
 
 def test_compare_stack_dpdk_puts_linux_against_the_dpdk_model(tmp_path):

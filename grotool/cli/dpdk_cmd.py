@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from . import EXIT_CODES_HELP, _stderr_console, make_console, user_errors
-from .dpdkopts import dpdk_options, dpdk_settings
+from .dpdkopts import dpdk_options, dpdk_settings, vxlan_port_option
 
 
 def render_summary(run, console) -> None:
@@ -35,6 +35,7 @@ def replay_dpdk(input_path, output_path, json_path, quiet, options: dict) -> Non
               help="Write the sidecar (schema grotool.dpdk/1): per packet the input frames it covers.")
 @click.option("--quiet", "-q", is_flag=True, help="No summary.")
 @dpdk_options
+@vxlan_port_option
 @user_errors
 def dpdk(input_path, output_path, json_path, quiet, **options):
     """Replay INPUT through the real librte_gro (Debian's DPDK 22.11, fetched and a
@@ -42,7 +43,8 @@ def dpdk(input_path, output_path, json_path, quiet, **options):
     its order, to OUTPUT (pcap, '-' for stdout)."""
     from ..dpdk.run import run_dpdk
 
-    run = run_dpdk(input_path, output_path, json_path, dpdk_settings(options), library=True)
+    settings = dpdk_settings(options)
+    run = run_dpdk(input_path, output_path, json_path, settings, library=True)
     if not quiet:
         to_stdout = output_path == "-" or json_path == "-"
         render_summary(run, _stderr_console() if to_stdout else make_console())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from ..dpdk.classify import VXLAN_PORT
 from ..dpdk.engine import DEFAULT_BURST, DEFAULT_MAX_FLOWS, DEFAULT_MAX_ITEMS, GRO_TYPES, MODES, DpdkSettings
 
 DPDK_KEYS = ("dpdk_mode", "burst", "dpdk_flush_every", "dpdk_max_flows", "dpdk_max_items", "dpdk_gro_types")
@@ -31,9 +32,18 @@ def dpdk_options(fn):
     return fn
 
 
+def vxlan_port_option(fn):
+    """--vxlan-port for commands without the host options (which carry their own, shared with Linux)."""
+    return click.option("--vxlan-port", "vxlan_ports", multiple=True, type=click.IntRange(1, 65535),
+                        metavar="PORT", help=f"UDP destination port the application classifies as VXLAN "
+                                             f"(repeatable; default {VXLAN_PORT}).")(fn)
+
+
 def dpdk_settings(options: dict) -> DpdkSettings:
     """DpdkSettings from a command's keyword arguments; consumes the DPDK keys."""
     types = tuple(t.strip() for t in options.pop("dpdk_gro_types").split(",") if t.strip())
-    return DpdkSettings(mode=options.pop("dpdk_mode"), burst=options.pop("burst"),
+    # --vxlan-port: what the application classifies as VXLAN (the host options' own, left for them)
+    ports = tuple(options.get("vxlan_ports") or ()) or (VXLAN_PORT,)
+    return DpdkSettings(vxlan_ports=ports, mode=options.pop("dpdk_mode"), burst=options.pop("burst"),
                         flush_every=options.pop("dpdk_flush_every"), max_flows=options.pop("dpdk_max_flows"),
                         max_items=options.pop("dpdk_max_items"), gro_types=types)

@@ -2,7 +2,8 @@
  *
  * stdin: a header (u32 mode 0=light 1=heavy, u32 burst, u32 flush_every,
  * u32 max_flows, u32 max_items, u32 longest frame, u32 mbufs, u64 gro_types), then per frame: u32 length,
- * u32 packet_type, u16 l2_len, u16 l3_len, u16 l4_len, u16 pad, bytes.
+ * u32 packet_type, u16 l2_len, u16 l3_len, u16 l4_len, u16 outer_l2_len,
+ * u16 outer_l3_len, u16 pad, bytes.
  * The packet type and header lengths are the application's classification
  * (grotool.dpdk.classify), as a NIC or testpmd's parser would set them.
  * stdout: per returned packet: u32 frames covered, u32 frame index each
@@ -99,14 +100,14 @@ int main(int argc, char **argv)
 
 		while (n < hdr[1]) {
 			uint32_t meta[2];
-			uint16_t lens[4];
+			uint16_t lens[6];
 			struct rte_mbuf *m;
 
 			if (read_exact(meta, 8)) {
 				eof = 1;
 				break;
 			}
-			if (read_exact(lens, 8) || meta[0] > hdr[5])
+			if (read_exact(lens, 12) || meta[0] > hdr[5])
 				return 3;
 			m = rte_pktmbuf_alloc(pool);
 			if (m == NULL) {
@@ -119,6 +120,8 @@ int main(int argc, char **argv)
 			m->l2_len = lens[0];
 			m->l3_len = lens[1];
 			m->l4_len = lens[2];
+			m->outer_l2_len = lens[3];
+			m->outer_l3_len = lens[4];
 			FRAME_INDEX(m) = index++;
 			burst[n++] = m;
 		}

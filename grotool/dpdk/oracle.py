@@ -35,7 +35,7 @@ PACKAGES = ("librte-gro23", "librte-mempool-ring23", "librte-eal23", "librte-mbu
             "librte-net23", "libdpdk-dev", "libbsd-dev")
 EAL_ARGS = ("--no-huge", "--no-pci", "-m", "256", "--no-shconf", "-l", "0", "--no-telemetry")
 LIBDIR = "usr/lib/x86_64-linux-gnu"
-GRO_TYPE_BITS = {"tcp4": 1 << 0, "vxlan-tcp4": 1 << 1, "udp4": 1 << 2, "vxlan-udp4": 1 << 3}   # rte_gro.h
+GRO_TYPE_BITS = {"tcp4": 1 << 0, "vxlan_tcp4": 1 << 1, "udp4": 1 << 2, "vxlan_udp4": 1 << 3}   # rte_gro.h
 HARNESS_SOURCE = Path(__file__).with_name("harness.c")
 # mbuf data room is a uint16_t that also holds the headroom (RTE_PKTMBUF_HEADROOM 128)
 MAX_FRAME = 65535 - 128
@@ -143,8 +143,9 @@ def _encode(frames: Sequence[bytes], settings: DpdkSettings) -> bytes:
     parts = [struct.pack("<7IQ", 1 if settings.mode == "heavy" else 0, settings.burst, settings.flush_every,
                          settings.max_flows, settings.max_items, max(longest, 60), mbufs, types)]
     for frame in frames:
-        m = classify(frame)
-        parts.append(struct.pack("<IIHHHH", len(frame), m.packet_type, m.l2_len, m.l3_len, m.l4_len, 0))
+        m = classify(frame, settings.vxlan_ports)
+        parts.append(struct.pack("<IIHHHHHH", len(frame), m.packet_type, m.l2_len, m.l3_len, m.l4_len,
+                                 m.outer_l2_len, m.outer_l3_len, 0))
         parts.append(frame)
     return b"".join(parts)
 
