@@ -397,12 +397,8 @@ def flush_evidence(reason: str, p, gro) -> str:
 
 # -- the kernel history row behind a decision (kernels.py) ------------------------------
 # Reasons whose rule differs between kernel releases: the row whose branch decided.
-_REASON_ROWS = {
-    "ip_id_not_incrementing": "L2", "ip_id_not_fixed": "L2",
-    "ipv6_hoplimit_changed": "V1",
-    "tcp_flist_mismatch": "T2",
-    "merge_max_size": "C7", "merge_bigtcp_ineligible": "C12",
-}
+# (the IP ID reasons and merge_bigtcp_ineligible look at the headers: _ipid_row, _bigtcp_row)
+_REASON_ROWS = {"ipv6_hoplimit_changed": "V1", "tcp_flist_mismatch": "T2", "merge_max_size": "C7"}
 _UDP_L3_REASONS = frozenset(("ip_ttl_changed", "ip_tos_changed", "ip_df_changed", "ip_id_not_incrementing",
                              "ip_id_not_fixed", "ipv6_hoplimit_changed", "ipv6_tclass_changed"))
 
@@ -451,10 +447,10 @@ def version_row(reason: Optional[str], p, skb, gro, layer: str = "") -> str:
             row_id = _ipid_row(reason, p, skb, gro, layer)
         elif reason == "udp_no_gro_path" and gro.settings.udp_gro_forwarding and not gro.kernel.holds("U2"):
             row_id = "U2"
+        elif reason == "merge_bigtcp_ineligible":
+            row_id = _bigtcp_row(p, skb, gro)
         elif reason is not None:
             row_id = _REASON_ROWS.get(reason, "")
-            if reason == "merge_bigtcp_ineligible":
-                row_id = _bigtcp_row(p, skb, gro)
     except (IndexError, StructError):
         return ""
     if not row_id:

@@ -98,12 +98,12 @@ def parse_local_tcp(text: str) -> LocalTcp:
 class HostSockets:
     """The sockets and features of the simulated receiving host, for the lookups GRO makes."""
 
-    def __init__(self, settings, kernel=None):
+    def __init__(self, settings, kernel):
         # row U2: before 5.12 rx-udp-gro-forwarding did nothing
-        self.udp_gro_forwarding = settings.udp_gro_forwarding and (kernel is None or kernel.holds("U2"))
+        self.udp_gro_forwarding = settings.udp_gro_forwarding and kernel.holds("U2")
         self.rx_gro_list = settings.rx_gro_list
         # row U3: before 5.13, under rx-gro-list a tunnel socket's packets were fraglisted at L4
-        self.tunnel_skips_l4 = kernel is None or kernel.holds("U3")
+        self.tunnel_skips_l4 = kernel.holds("U3")
         ports: Dict[int, str] = {}
         for port in settings.udp_gro_sockets:
             ports[port] = UDP_GRO_SOCKET
