@@ -1,9 +1,10 @@
 """Goldens: CI regression on captures (``grotool check``).
 
 A golden (``x.gro`` next to ``x.pcap``) is a small text file: a header saying
-which grotool wrote it, with which replay settings and where the expectation
-came from (``grotool replay``, or the real kernel through ``grotool kernel``),
-then one line per delivered packet in delivery order.  The format is described
+which grotool wrote it, with which replay settings (Linux's, or ``--stack dpdk``
+and DPDK's knobs) and where the expectation came from (``grotool replay``, the
+real kernel through ``grotool kernel``, or the real librte_gro through
+``grotool dpdk``), then one line per delivered packet in delivery order.  The format is described
 in docs/golden.md; nothing in it depends on the working directory or the
 machine.  No printing here: the command line (grotool/cli/check_cmd.py) shows
 the results.
@@ -16,9 +17,10 @@ import hashlib
 import os
 import re
 from dataclasses import replace, dataclass, field, fields
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import __version__
+from .dpdk.engine import DpdkSettings
 from .engine.config import Settings
 from .errors import EnvironmentProblem, InputError
 
@@ -30,7 +32,9 @@ CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".pcap.gz", ".pcapng.gz", ".cap.
 DIGEST_HEX = 12
 ORIGIN_REPLAY = "grotool replay"
 ORIGIN_KERNEL = "grotool kernel"
-NO_REASON = "-"                 # kernel-origin goldens: the kernel gives no reasons
+ORIGIN_LIBRARY = "grotool dpdk"   # the real librte_gro (``check --update --from-library``)
+ORIGINS_REAL = (ORIGIN_KERNEL, ORIGIN_LIBRARY)
+NO_REASON = "-"                 # kernel- and library-origin goldens: neither gives reasons
 MAX_SHOWN_PACKETS = 4
 
 # statuses of one capture
@@ -71,6 +75,86 @@ def settings_to_args(settings: Settings) -> List[str]:
         else:
             args += [_option_name(f.name), str(value)]
     return args
+
+
+# A golden's settings: Linux's (Settings) or DPDK's (DpdkSettings, `--stack dpdk`)
+StackSettings = Union[Settings, DpdkSettings]
+_DPDK_DEFAULTS = DpdkSettings()
+# DpdkSettings fields and their `replay --stack dpdk` options
+_DPDK_OPTIONS = {"mode": "--dpdk-mode", "burst": "--burst", "flush_every": "--dpdk-flush-every",
+                 "max_flows": "--dpdk-max-flows", "max_items": "--dpdk-max-items",
+                 "gro_types": "--dpdk-gro-types", "vxlan_ports": "--vxlan-port"}
+
+
+def dpdk_settings_to_args(settings: DpdkSettings) -> List[str]:
+    """``--stack dpdk`` and the knobs that differ from the defaults, in DpdkSettings
+    field order; the GRO types as one comma-separated value, VXLAN ports one
+    option each (as the command line takes them)."""
+    args = ["--stack", "dpdk"]
+    for f in fields(DpdkSettings):
+        value = getattr(settings, f.name)
+        if value == getattr(_DPDK_DEFAULTS, f.name):
+            continue
+        if f.name == "gro_types":
+            args += [_DPDK_OPTIONS[f.name], ",".join(value)]
+        elif f.name == "vxlan_ports":
+            for port in value:
+                args += [_DPDK_OPTIONS[f.name], str(port)]
+        else:
+            args += [_DPDK_OPTIONS[f.name], str(value)]
+    return args
+
+
+def stack_settings_to_args(settings: StackSettings) -> List[str]:
+    """The replay options that give ``settings``, of either stack (Linux's
+    write no ``--stack``: goldens of the Linux stack read as before)."""
+    if isinstance(settings, DpdkSettings):
+        return dpdk_settings_to_args(settings)
+    return settings_to_args(settings)
+
+
+def args_to_dpdk_settings(args: Sequence[str], where: str = "settings") -> DpdkSettings:
+    """DpdkSettings from the options after ``--stack dpdk`` (dpdk_settings_to_args)."""
+    by_option = {option: name for name, option in _DPDK_OPTIONS.items()}
+    values: Dict[str, object] = {}
+    for k in range(0, len(args), 2):
+        arg = args[k]
+        name = by_option.get(arg)
+        if name is None:
+            raise InputError(f"{where}: {arg!r} is not a DPDK knob (with --stack dpdk only those apply)")
+        if k + 1 >= len(args):
+            raise InputError(f"{where}: {arg} needs a value")
+        raw = args[k + 1]
+        try:
+            if name == "mode":
+                values[name] = raw
+            elif name == "gro_types":
+                values[name] = tuple(t for t in raw.split(",") if t)
+            elif name == "vxlan_ports":
+                values[name] = tuple(values.get(name, ())) + (int(raw),)
+            else:
+                values[name] = int(raw)
+        except ValueError:
+            raise InputError(f"{where}: bad value {raw!r} for {arg}") from None
+    settings = DpdkSettings(**values)
+    problem = settings.problem()
+    if problem:
+        raise InputError(f"{where}: {problem}")
+    return settings
+
+
+def args_to_stack_settings(args: Sequence[str], where: str = "settings") -> StackSettings:
+    """A golden's settings line: Linux's replay options, or ``--stack dpdk`` and DPDK's knobs."""
+    if "--stack" not in args:
+        return args_to_settings(args, where)
+    at = args.index("--stack")
+    stack = args[at + 1] if at + 1 < len(args) else ""
+    rest = list(args[:at]) + list(args[at + 2:])
+    if stack == "dpdk":
+        return args_to_dpdk_settings(rest, where)
+    if stack == "linux":
+        return args_to_settings(rest, where)
+    raise InputError(f"{where}: unknown stack {stack!r} (linux or dpdk)")
 
 
 def args_to_settings(args: Sequence[str], where: str = "settings") -> Settings:
@@ -209,9 +293,10 @@ class EntryRecorder:
 class Golden:
     capture: str                          # the capture's file name (no directory)
     frames: int                           # input frames
-    settings: Settings
-    origin: str = ORIGIN_REPLAY           # ORIGIN_REPLAY or ORIGIN_KERNEL
-    kernel: str = ""                      # kernel origin: release and the options of `grotool kernel`
+    settings: StackSettings               # Linux's Settings, or DpdkSettings (`--stack dpdk`)
+    origin: str = ORIGIN_REPLAY           # ORIGIN_REPLAY, ORIGIN_KERNEL or ORIGIN_LIBRARY
+    kernel: str = ""                      # the origin's detail: the kernel release and the options of
+                                          # `grotool kernel`, or the librte_gro version
     version: str = __version__            # grotool version that wrote it
     entries: List[Entry] = field(default_factory=list)
     capture_sha256: str = ""              # sha256 of the capture file it was written for ("" in a /1 golden)
@@ -219,7 +304,7 @@ class Golden:
 
     @property
     def settings_args(self) -> List[str]:
-        return settings_to_args(self.settings)
+        return stack_settings_to_args(self.settings)
 
     def origin_text(self) -> str:
         return f"{self.origin} {self.kernel}".rstrip()
@@ -279,15 +364,20 @@ class Golden:
         if m is None:
             raise InputError(f"{path}: bad capture line {header['capture']!r}")
         origin_text = header["origin"]
-        if origin_text.startswith(ORIGIN_KERNEL):
-            origin, kernel = ORIGIN_KERNEL, origin_text[len(ORIGIN_KERNEL):].strip()
+        real = [o for o in ORIGINS_REAL if origin_text == o or origin_text.startswith(o + " ")]
+        if real:
+            origin, kernel = real[0], origin_text[len(real[0]):].strip()
         elif origin_text == ORIGIN_REPLAY:
             origin, kernel = ORIGIN_REPLAY, ""
         else:
             raise InputError(f"{path}: unknown origin {origin_text!r}")
         settings_text = header["settings"]
         args = [] if settings_text == "(defaults)" else settings_text.split()
-        settings = args_to_settings(args, f"{path}: settings")
+        settings = args_to_stack_settings(args, f"{path}: settings")
+        wanted = {ORIGIN_LIBRARY: DpdkSettings, ORIGIN_KERNEL: Settings}.get(origin)
+        if wanted is not None and not isinstance(settings, wanted):
+            raise InputError(f"{path}: origin {origin_text!r} with settings {settings_text!r}: the kernel's "
+                             f"expectation is Linux's, librte_gro's needs --stack dpdk")
         if "packets" in header and header["packets"] != str(len(entries)):
             raise InputError(f"{path}: header says {header['packets']} packets, the file has {len(entries)}")
         digest = header.get("capture-sha256", "") if fmt != "grotool.golden/1" else ""
@@ -371,8 +461,12 @@ def find_targets(paths: Sequence[str]) -> List[Target]:
 # ----------------------------------------------------------------------------
 # producing entries
 # ----------------------------------------------------------------------------
-def replay_entries(capture: str, settings: Settings, progress: Optional[Callable] = None) -> Tuple[List[Entry], int]:
-    """(entries, input frames) of grotool's replay of ``capture``."""
+def replay_entries(capture: str, settings: StackSettings,
+                   progress: Optional[Callable] = None) -> Tuple[List[Entry], int]:
+    """(entries, input frames) of grotool's replay of ``capture``: through the
+    Linux engine, or (DpdkSettings) through the DPDK model."""
+    if isinstance(settings, DpdkSettings):
+        return dpdk_entries(capture, settings)
     from .replay import replay
 
     recorder = EntryRecorder()
@@ -380,8 +474,44 @@ def replay_entries(capture: str, settings: Settings, progress: Optional[Callable
     return recorder.entries, result.frames
 
 
-def kernel_settings_problem(settings: Settings) -> str:
+def _dpdk_packet_entries(packets, reasons: bool) -> List[Entry]:
+    """Golden entries of packets DPDK returned (Ethernet frames, as read_input gives
+    them), named as kernel-origin entries are: the same packet, the same line,
+    whether the model or the real library returned it."""
+    from .report.flows import describe, flow_label
+
+    return [make_entry(1, flow_label(describe(1, p.data)), p.data, len(p.covers), min(p.covers),
+                       p.reason if reasons else NO_REASON) for p in packets]
+
+
+def dpdk_entries(capture: str, settings: DpdkSettings) -> Tuple[List[Entry], int]:
+    """(entries, input frames) of ``capture`` through the DPDK model (`replay --stack dpdk`)."""
+    from .dpdk.engine import simulate
+    from .oracle import read_input
+
+    problem = settings.problem()
+    if problem:
+        raise InputError(f"{capture}: {problem}")
+    frames, _stamps, _info = read_input(capture)
+    return _dpdk_packet_entries(simulate(frames, settings), True), len(frames)
+
+
+def library_entries(capture: str, settings: DpdkSettings) -> Tuple[List[Entry], int, str]:
+    """(entries, input frames, origin detail) from the real librte_gro (`grotool dpdk`,
+    built on first use; EnvironmentProblem when it cannot be); no reasons."""
+    from .dpdk.oracle import library_version, run_library
+    from .oracle import read_input
+
+    frames, _stamps, _info = read_input(capture)
+    entries = _dpdk_packet_entries(run_library(frames, settings), False)
+    return entries, len(frames), f"librte_gro {library_version()}"
+
+
+def kernel_settings_problem(settings: StackSettings) -> str:
     """Why these settings cannot be the real kernel's, or ''."""
+    if isinstance(settings, DpdkSettings):
+        return ("a kernel-origin golden is Linux's: with --stack dpdk the expectation comes from the real "
+                "librte_gro (--from-library)")
     if settings.device != "veth":
         return "a kernel-origin golden needs --device veth settings (the kernel oracle's conditions)"
     if settings.budget > 64:
@@ -489,8 +619,9 @@ def _comparable(e: Entry, ignore_reason: bool) -> tuple:
 def diff_entries(old: Sequence[Entry], new: Sequence[Entry]) -> List[Difference]:
     """Differences flow by flow (order of first appearance); when every flow
     agrees but the interleaving does not, one "order" difference."""
-    # a kernel-origin golden has no reasons: compare everything else
-    ignore = bool(old) and all(e.reason == NO_REASON for e in old)
+    # a kernel- or library-origin golden has no reasons (nor has a new expectation from
+    # either, --from-kernel, --from-library): compare everything else
+    ignore = any(bool(side) and all(e.reason == NO_REASON for e in side) for side in (old, new))
     by_flow_old: Dict[str, List[Tuple[int, Entry]]] = {}
     by_flow_new: Dict[str, List[Tuple[int, Entry]]] = {}
     for pos, e in enumerate(old):
@@ -544,17 +675,18 @@ class CaptureResult:
         return self.status in (ERROR, MISSING)
 
 
-def check_target(target: Target, *, update: bool = False, settings: Optional[Settings] = None,
-                 from_kernel: bool = False, progress: Optional[Callable] = None, vm=None) -> CaptureResult:
+def check_target(target: Target, *, update: bool = False, settings: Optional[StackSettings] = None,
+                 from_kernel: bool = False, progress: Optional[Callable] = None, vm=None,
+                 from_library: bool = False) -> CaptureResult:
     """Check (or with ``update`` write) one capture's golden.  An unreadable
     capture or golden becomes an ERROR result; a missing privilege or tool
-    (EnvironmentProblem, --from-kernel) is raised."""
+    (EnvironmentProblem, --from-kernel, --from-library) is raised."""
     import time
 
     started = time.monotonic()
     result = CaptureResult(target.capture, target.golden, ERROR)
     try:
-        _check(target, result, update, settings, from_kernel, progress, vm)
+        _check(target, result, update, settings, from_kernel, progress, vm, from_library)
     except InputError as exc:
         result.status = ERROR
         result.message = str(exc)
@@ -597,14 +729,16 @@ def _worker_problem(target: Target, origin: Origin) -> str:
 
 def check_job(job: tuple) -> CaptureResult:
     """check_target for an executor (grotool.executor): one picklable argument
-    (target, update, settings, from_kernel[, origin]), no progress callback.
+    (target, update, settings, from_kernel[, origin[, from_library]]), no progress callback.
     With an ``Origin`` (what check_all sends) relative paths are taken from its
     directory, and a file this worker cannot read while the origin could is
     an error saying so (not "no golden"); the result shows the paths as given."""
     target, update, settings, from_kernel = job[:4]
     origin: Optional[Origin] = job[4] if len(job) > 4 else None
+    from_library = bool(job[5]) if len(job) > 5 else False
     if origin is None:
-        return check_target(target, update=update, settings=settings, from_kernel=from_kernel)
+        return check_target(target, update=update, settings=settings, from_kernel=from_kernel,
+                            from_library=from_library)
     given = target
     target = Target(os.path.join(origin.directory, given.capture) if given.capture else None,
                     os.path.join(origin.directory, given.golden), given.problem)
@@ -612,7 +746,8 @@ def check_job(job: tuple) -> CaptureResult:
     if problem:
         result = CaptureResult(given.capture, given.golden, ERROR, message=problem)
     else:
-        result = check_target(target, update=update, settings=settings, from_kernel=from_kernel)
+        result = check_target(target, update=update, settings=settings, from_kernel=from_kernel,
+                              from_library=from_library)
     # as the user named them, whichever directory the worker runs in
     for absolute, shown in sorted(((target.capture, given.capture), (target.golden, given.golden)),
                                   key=lambda pair: -len(pair[0] or "")):
@@ -622,8 +757,9 @@ def check_job(job: tuple) -> CaptureResult:
     return result
 
 
-def check_all(targets: Sequence[Target], executor, *, update: bool = False, settings: Optional[Settings] = None,
-              from_kernel: bool = False, progress: Optional[Callable[[int, int], None]] = None
+def check_all(targets: Sequence[Target], executor, *, update: bool = False,
+              settings: Optional[StackSettings] = None, from_kernel: bool = False,
+              progress: Optional[Callable[[int, int], None]] = None, from_library: bool = False
               ) -> List[CaptureResult]:
     """check_target for every target on an executor (grotool.executor: this
     process, local processes or a Dask cluster), results in the order of
@@ -632,12 +768,12 @@ def check_all(targets: Sequence[Target], executor, *, update: bool = False, sett
     is readable here (Origin): a worker elsewhere reads absolute paths."""
     here = os.getcwd()
     jobs = [(t, update, settings, from_kernel,
-             Origin(here, _readable(t.capture), os.path.exists(t.golden))) for t in targets]
+             Origin(here, _readable(t.capture), os.path.exists(t.golden)), from_library) for t in targets]
     return executor.map(check_job, jobs, progress=progress)
 
 
-def _check(target: Target, result: CaptureResult, update: bool, settings: Optional[Settings],
-           from_kernel: bool, progress: Optional[Callable], vm=None) -> None:
+def _check(target: Target, result: CaptureResult, update: bool, settings: Optional[StackSettings],
+           from_kernel: bool, progress: Optional[Callable], vm=None, from_library: bool = False) -> None:
     if target.problem:
         raise InputError(f"{target.capture or target.golden}: {target.problem}")
     capture = target.capture
@@ -663,20 +799,32 @@ def _check(target: Target, result: CaptureResult, update: bool, settings: Option
     # update: write a missing golden, or rewrite one
     use = settings or (golden.settings if golden is not None else Settings())
     if from_kernel:
+        problem = kernel_settings_problem(use) if isinstance(use, DpdkSettings) else ""
+        if problem:
+            raise InputError(f"{capture}: {problem}")
         profile = oracle_profile(vm)
         if profile is not None:
             use = replace(use, kernel=profile)       # a check replays under the kernel's own profile
         entries, frames, detail = kernel_entries(capture, use, vm)
         new = Golden(os.path.basename(capture), frames, use, ORIGIN_KERNEL, detail, entries=entries)
-    elif golden is not None and golden.origin == ORIGIN_KERNEL:
-        # never overwrite the real kernel's expectation with grotool's own output
+    elif from_library:
+        if not isinstance(use, DpdkSettings):
+            raise InputError(f"{capture}: --from-library takes the expectation from the real librte_gro: "
+                             "the golden needs --stack dpdk settings")
+        entries, frames, detail = library_entries(capture, use)
+        new = Golden(os.path.basename(capture), frames, use, ORIGIN_LIBRARY, detail, entries=entries)
+    elif golden is not None and golden.origin in ORIGINS_REAL:
+        # never overwrite the real kernel's (or librte_gro's) expectation with grotool's own output
         entries, frames = replay_entries(capture, golden.settings, progress)
         result.origin = golden.origin_text()
         result.settings_args = golden.settings_args
         result.packets, result.frames = len(entries), frames
         result.differences = diff_entries(golden.entries, entries)
         result.status = KEPT if result.differences else UNCHANGED
-        result.message = "kernel-origin golden kept (regenerate it from the kernel with --from-kernel, as root)"
+        if golden.origin == ORIGIN_KERNEL:
+            result.message = "kernel-origin golden kept (regenerate it from the kernel with --from-kernel, as root)"
+        else:
+            result.message = "librte_gro-origin golden kept (regenerate it from the library with --from-library)"
         if result.differences:
             result.cause = failure_cause(golden, capture)
         return

@@ -11,6 +11,7 @@ import click
 
 from ..errors import EXIT_BAD_INPUT, EXIT_DIFFERENT, EXIT_OK
 from . import user_errors
+from .dpdkopts import DPDK_KEYS, dpdk_options, dpdk_settings
 from .options import explicit_settings, replay_settings_options, settings_from_options
 from .progress import ProgressBar, RunsBar, input_size, progress_wanted, reader_position
 
@@ -30,6 +31,10 @@ _STYLE = {"pass": "green", "unchanged": "green", "written": "cyan", "updated": "
 @click.option("--from-kernel", is_flag=True,
               help="With --update: take the expectation from the real kernel (grotool kernel; root, "
                    "--device veth settings) and record that origin.")
+@click.option("--from-library", is_flag=True,
+              help="With --update and --stack dpdk settings: take the expectation from the real librte_gro "
+                   "(grotool dpdk: Debian's DPDK 22.11, fetched and a harness built on first use; no root) "
+                   "and record that origin.")
 @click.option("--vm", "vm_image", metavar="IMAGE", default=None,
               help="With --from-kernel: take the expectation from the kernel IMAGE booted in a VM (grotool kernel "
                    "--vm: debian:6.1, debian:6.12 or a vmlinuz with --vm-modules; no root), booted once for every "
@@ -39,6 +44,11 @@ _STYLE = {"pass": "green", "unchanged": "green", "written": "cyan", "updated": "
 @click.option("--max-differences", type=click.IntRange(1, 1 << 20), default=10, show_default=True,
               help="Differences explained per capture.")
 @replay_settings_options
+@click.option("--stack", type=click.Choice(["linux", "dpdk"]), default="linux", show_default=True,
+              help="With --update: whose GRO the goldens record, Linux's or DPDK's lib/gro (22.11) with the "
+                   "--dpdk-* and --burst knobs (docs/dpdk.md); recorded in each golden, so a check replays "
+                   "under the same stack.")
+@dpdk_options
 @click.option("--quiet", "-q", is_flag=True, help="Only the summary line and the exit code (no progress bar).")
 @click.option("--jobs", "-j", type=click.IntRange(1, 1024), default=1, show_default=True,
               help="Check captures in this many local processes.")
@@ -47,8 +57,8 @@ _STYLE = {"pass": "green", "unchanged": "green", "written": "cyan", "updated": "
                    "captures and goldens at the same paths).")
 @click.pass_context
 @user_errors
-def check(ctx, paths, update, from_kernel, vm_image, vm_modules, junit_path, max_differences, quiet, jobs, scheduler,
-          **options):
+def check(ctx, paths, update, from_kernel, from_library, vm_image, vm_modules, junit_path, max_differences, quiet,
+          jobs, scheduler, stack, **options):
     """Replay each capture (files or folders) with its golden's settings and
     compare with the golden (x.pcap + x.gro).
 
@@ -61,11 +71,35 @@ def check(ctx, paths, update, from_kernel, vm_image, vm_modules, junit_path, max
     from ..check import describe_difference, find_targets
 
     given = explicit_settings(ctx)
-    settings = settings_from_options(options)
-    if given and not update:
+    knobs = [name for name in DPDK_KEYS + ("stack",) if _given(ctx, name)]
+    if (given or knobs) and not update:
         raise click.UsageError("replay options are for --update; a check replays with each golden's settings")
     if from_kernel and not update:
         raise click.UsageError("--from-kernel goes with --update")
+    if from_library and not update:
+        raise click.UsageError("--from-library goes with --update")
+    if from_kernel and from_library:
+        raise click.UsageError("--from-kernel (Linux) and --from-library (DPDK) are exclusive")
+    if stack == "dpdk":
+        linux_only = sorted(name for name in given if name != "vxlan_ports")
+        if linux_only:
+            raise click.UsageError(f"--{linux_only[0].replace('_', '-')} is a Linux replay option: with --stack dpdk "
+                                   "only the --dpdk-* knobs, --burst and --vxlan-port apply")
+        if from_kernel:
+            raise click.UsageError("--from-kernel takes Linux's expectation: with --stack dpdk, --from-library "
+                                   "takes the real librte_gro's")
+        settings = dpdk_settings(options)
+        given = given + knobs
+    else:
+        if [name for name in knobs if name != "stack"]:
+            raise click.UsageError("the --dpdk-* knobs and --burst are DPDK's: add --stack dpdk")
+        if from_library and "stack" in knobs:
+            raise click.UsageError("--from-library takes the real librte_gro's expectation: it goes with "
+                                   "--stack dpdk")
+        for name in DPDK_KEYS:
+            options.pop(name)
+        settings = settings_from_options(options)
+        given = given + knobs
     if vm_image and not from_kernel:
         raise click.UsageError("--vm goes with --update --from-kernel")
     if vm_image and (jobs > 1 or scheduler):
@@ -98,7 +132,8 @@ def check(ctx, paths, update, from_kernel, vm_image, vm_modules, junit_path, max
             bar = RunsBar(progress_wanted(quiet), len(targets), "check", unit="captures")
             try:
                 results = check_all(targets, executor, update=update, settings=settings if given else None,
-                                    from_kernel=from_kernel, progress=bar.update if bar.enabled else None)
+                                    from_kernel=from_kernel, progress=bar.update if bar.enabled else None,
+                                    from_library=from_library)
             finally:
                 bar.close()
         _finish(console, results, update, junit_path, max_differences, quiet, describe_difference)
@@ -111,17 +146,24 @@ def check(ctx, paths, update, from_kernel, vm_image, vm_modules, junit_path, max
         vm.__enter__()
     try:
         _check_here(console, targets, update, settings if given else None, from_kernel, vm, junit_path,
-                    max_differences, quiet)
+                    max_differences, quiet, from_library)
     finally:
         if vm is not None:
             vm.close()
+
+
+def _given(ctx: click.Context, name: str) -> bool:
+    from click.core import ParameterSource
+
+    return ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)
 
 
 def _log_line(text: str) -> None:
     click.echo(f"grotool: {text}", err=True)
 
 
-def _check_here(console, targets, update, settings, from_kernel, vm, junit_path, max_differences, quiet) -> None:
+def _check_here(console, targets, update, settings, from_kernel, vm, junit_path, max_differences, quiet,
+                from_library=False) -> None:
     """check in this process, one capture after another."""
     from ..check import check_target, describe_difference
 
@@ -134,7 +176,7 @@ def _check_here(console, targets, update, settings, from_kernel, vm, junit_path,
             bar.next_input(frames_done, bytes_done, f"check {os.path.basename(target.capture or target.golden)}")
             progress = (lambda frames, reader: bar.update(frames, reader_position(reader))) if bar.enabled else None
             result = check_target(target, update=update, settings=settings, from_kernel=from_kernel,
-                                  progress=progress, vm=vm)
+                                  progress=progress, vm=vm, from_library=from_library)
             results.append(result)
             frames_done += result.frames
             bytes_done += size or 0

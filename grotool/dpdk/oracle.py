@@ -120,6 +120,21 @@ def harness_path() -> Path:
     return exe
 
 
+def library_version() -> str:
+    """The version of the fetched DPDK (its Debian changelog's first line), e.g.
+    "22.11.11-0+deb12u1"; "22.11" when the changelog is not there."""
+    import gzip
+    import re
+
+    changelog = cache_dir() / "root" / "usr" / "share" / "doc" / "librte-gro23" / "changelog.Debian.gz"
+    try:
+        with gzip.open(changelog, "rt", errors="replace") as f:
+            m = re.match(r"^\S+ \(([^)\s]+)\)", f.readline())
+    except (OSError, EOFError):
+        m = None
+    return m[1] if m else "22.11"
+
+
 def _mbufs_needed(count: int, settings: DpdkSettings) -> int:
     """One mbuf per frame the library can hold at once: a merged packet is a chain of
     its frames' mbufs, so heavy mode holds up to every frame between two flushes."""
