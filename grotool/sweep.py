@@ -11,7 +11,9 @@ timestamp).  The delivery time is ``Delivery.delivered_ns``: the simulated
 clock of the nic device when GRO hands the batch holding the segment to the
 stack (gro_normal_list: a full gro_normal_batch, or the end of a poll).  The
 veth device has no clock (the kernel oracle's polls are paced by the sender):
-there latency is null.
+there latency is null.  Nor has the DPDK stack (``--stack dpdk``: a
+DpdkSettings combination replays through the model of DPDK's lib/gro, whose
+knobs are the axes); its ``polls`` are the rx bursts.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ import math
 from array import array
 from collections import Counter
 from dataclasses import dataclass, replace
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import __version__
+from .dpdk.engine import DpdkSettings
 from .engine import Engine, Settings
 from .engine.config import ipv4_max_size_for
 from .errors import EnvironmentProblem, GrotoolError, InputError
@@ -32,9 +35,12 @@ SCHEMA = "grotool.sweep/1"
 PERCENTILES = (50, 90, 99)
 
 
+StackSettings = Union[Settings, DpdkSettings]
+
+
 @dataclass(frozen=True)
 class Axis:
-    """One swept setting: its replay option, Settings field and values in the order given."""
+    """One swept setting: its replay option, Settings (or DpdkSettings) field and values in the order given."""
     option: str
     field: str
     values: Tuple
@@ -46,15 +52,15 @@ class SweepTask:
     point: int
     capture: int
     path: str
-    settings: Settings
+    settings: StackSettings
 
 
-def combinations(base: Settings, axes: Sequence[Axis], explicit_ipv4_max_size: Optional[int] = None
-                 ) -> List[Tuple[Dict[str, object], Settings]]:
+def combinations(base: StackSettings, axes: Sequence[Axis], explicit_ipv4_max_size: Optional[int] = None
+                 ) -> List[Tuple[Dict[str, object], StackSettings]]:
     """Every combination of the axes' values (first axis slowest), as (the swept
-    values by field, the full Settings).  Sweeping gro_max_size moves
-    gro_ipv4_max_size with it unless that was given (netif_set_gro_max_size).
-    ValueError for a combination the engine refuses."""
+    values by field, the full Settings, or DpdkSettings for the DPDK stack).
+    Sweeping gro_max_size moves gro_ipv4_max_size with it unless that was given
+    (netif_set_gro_max_size).  ValueError for a combination the engine refuses."""
     out = []
     for values in itertools.product(*(axis.values for axis in axes)):
         point = {axis.field: value for axis, value in zip(axes, values)}
@@ -62,7 +68,12 @@ def combinations(base: Settings, axes: Sequence[Axis], explicit_ipv4_max_size: O
         if "gro_max_size" in point and "gro_ipv4_max_size" not in point:
             changes["gro_ipv4_max_size"] = ipv4_max_size_for(point["gro_max_size"], explicit_ipv4_max_size)
         settings = replace(base, **changes)
-        settings.validate()
+        if isinstance(settings, DpdkSettings):
+            problem = settings.problem()
+            if problem:
+                raise ValueError(problem)
+        else:
+            settings.validate()
         out.append((point, settings))
     return out
 
@@ -80,9 +91,32 @@ def measure_capture(task: SweepTask) -> dict:
         return {"point": task.point, "capture": task.capture, "error": [exc.exit_code, str(exc)]}
 
 
+def _measure_dpdk(task: SweepTask) -> dict:
+    """One capture through the DPDK model: the same counts as _measure, no latency
+    (the model has no clock), the rx bursts as polls."""
+    from .dpdk.engine import simulate
+    from .oracle import read_input
+
+    settings = task.settings
+    frames, _stamps, _info = read_input(task.path)
+    packets = simulate(frames, settings)
+    segs_hist = Counter(len(p.covers) for p in packets)
+    if sum(s * n for s, n in segs_hist.items()) != len(frames):
+        raise RuntimeError(f"accounting error: {len(frames)} frames in, {len(packets)} packets out")
+    return {
+        "point": task.point, "capture": task.capture, "error": None,
+        "frames": len(frames), "packets_out": len(packets), "polls": -(-len(frames) // settings.burst),
+        "segs": dict(segs_hist), "bytes": dict(Counter(len(p.data) for p in packets)),
+        "reasons": dict(Counter(p.reason for p in packets)),
+        "latencies": None, "unmeasured": None, "truncated": None,
+    }
+
+
 def _measure(task: SweepTask) -> dict:
     from .io.capture import CaptureReader
 
+    if isinstance(task.settings, DpdkSettings):
+        return _measure_dpdk(task)
     settings = task.settings
     segs_hist: Counter = Counter()
     bytes_hist: Counter = Counter()
@@ -204,7 +238,7 @@ def _ratio(frames: int, packets: int) -> float:
     return round(frames / packets, 4) if packets else 0.0
 
 
-def run_sweep(paths: Sequence[str], base: Settings, axes: Sequence[Axis], executor,
+def run_sweep(paths: Sequence[str], base: StackSettings, axes: Sequence[Axis], executor,
               explicit_ipv4_max_size: Optional[int] = None,
               progress: Optional[Callable[[int, int], None]] = None) -> dict:
     """Replay every capture under every combination on ``executor``; the
@@ -223,7 +257,7 @@ def run_sweep(paths: Sequence[str], base: Settings, axes: Sequence[Axis], execut
             error = {3: InputError, 4: EnvironmentProblem}.get(code, GrotoolError)(message)
             error.exit_code = code
             raise error
-    from .check import settings_to_args
+    from .check import stack_settings_to_args
 
     results = []
     for p, (point, settings) in enumerate(points):
@@ -231,7 +265,7 @@ def run_sweep(paths: Sequence[str], base: Settings, axes: Sequence[Axis], execut
         frames = sum(m["frames"] for m in ms)
         packets_out = sum(m["packets_out"] for m in ms)
         segs = _merge(m["segs"] for m in ms)
-        timed = settings.device == "nic"
+        timed = isinstance(settings, Settings) and settings.device == "nic"
         latency = None
         if timed:
             latency = latency_summary(sorted(itertools.chain.from_iterable(m["latencies"] for m in ms)))
@@ -246,7 +280,7 @@ def run_sweep(paths: Sequence[str], base: Settings, axes: Sequence[Axis], execut
             captures.append(entry)
         results.append({
             "setting": {field: _json_value(value) for field, value in point.items()},
-            "replay_args": settings_to_args(settings),
+            "replay_args": stack_settings_to_args(settings),
             "packets_in": frames,
             "packets_out": packets_out,
             "super_packets": sum(n for s, n in segs.items() if s > 1),
@@ -264,7 +298,8 @@ def run_sweep(paths: Sequence[str], base: Settings, axes: Sequence[Axis], execut
         "grotool_version": __version__,
         "inputs": [{"path": path, "packets": m["frames"], "truncated": m["truncated"]}
                    for path, m in zip(paths, first)],
-        "base_settings": base.as_dict(),
+        "stack": "dpdk" if isinstance(base, DpdkSettings) else "linux",
+        "base_settings": base.as_json() if isinstance(base, DpdkSettings) else base.as_dict(),
         "axes": [{"option": a.option, "field": a.field, "values": [_json_value(v) for v in a.values]}
                  for a in axes],
         "results": results,
@@ -312,7 +347,8 @@ def render_plot(doc: dict, path: str) -> None:
         ax_lat.legend(loc="upper left", fontsize=8)
         ax_lat.set_title("Added latency per segment (arrival to delivery, simulated NAPI)", loc="left")
     else:
-        ax_lat.text(0.5, 0.5, "latency not defined for the veth device", ha="center", va="center",
+        where = "the DPDK stack" if doc.get("stack") == "dpdk" else "the veth device"
+        ax_lat.text(0.5, 0.5, f"latency not defined for {where}", ha="center", va="center",
                     transform=ax_lat.transAxes)
 
     for key, style in (("p50", "o-"), ("p99", "s--"), ("max", "^:")):

@@ -8,7 +8,12 @@ import click
 
 from ..errors import EXIT_USAGE
 from . import EXIT_CODES_HELP, make_console, user_errors
+from .dpdkopts import DPDK_KEYS, dpdk_options, dpdk_settings
 from .options import SETTINGS_FIELDS, explicit_settings, replay_settings_options, settings_from_options
+
+# the DPDK knobs a sweep varies (--stack dpdk): option name -> DpdkSettings field
+DPDK_AXES = {"dpdk_mode": "mode", "burst": "burst", "dpdk_flush_every": "flush_every",
+             "dpdk_max_flows": "max_flows", "dpdk_max_items": "max_items"}
 
 
 class SetSyntaxError(Exception):
@@ -16,20 +21,22 @@ class SetSyntaxError(Exception):
 
 
 def _sweepable_params() -> dict:
-    """Replay's settings options by every name they answer to (--rx-usecs, rx-usecs, --no-gro ...)."""
+    """Replay's settings options and DPDK knobs by every name they answer to
+    (--rx-usecs, rx-usecs, --no-gro, burst ...)."""
     from . import replay
 
     by_name = {}
     for param in replay.params:
-        if isinstance(param, click.Option) and param.name in SETTINGS_FIELDS:
+        if isinstance(param, click.Option) and (param.name in SETTINGS_FIELDS or param.name in DPDK_KEYS):
             for opt in param.opts:
                 by_name[opt] = param
                 by_name[opt.lstrip("-")] = param
     return by_name
 
 
-def parse_set(text: str, ctx: click.Context):
-    """``NAME=V1,V2,...`` -> Axis; SetSyntaxError with a one-line reason."""
+def parse_set(text: str, ctx: click.Context, stack: str = "linux"):
+    """``NAME=V1,V2,...`` -> Axis; SetSyntaxError with a one-line reason.  With
+    ``stack`` "dpdk" the axes are DPDK's knobs, else Linux's replay settings."""
     from ..sweep import Axis
 
     name, sep, raw = text.partition("=")
@@ -39,6 +46,14 @@ def parse_set(text: str, ctx: click.Context):
     param = _sweepable_params().get(name)
     if param is None:
         raise SetSyntaxError(f"--set {text!r}: {name!r} is not a replay setting (see grotool replay -h)")
+    if param.name in DPDK_KEYS and stack != "dpdk":
+        raise SetSyntaxError(f"--set {text!r}: {param.opts[0]} is a DPDK knob: add --stack dpdk")
+    if param.name == "dpdk_gro_types":
+        raise SetSyntaxError(f"--set {text!r}: {param.opts[0]} (a list itself) cannot be swept; give it as a "
+                             "fixed option")
+    if stack == "dpdk" and param.name not in DPDK_KEYS and param.name != "vxlan_ports":
+        raise SetSyntaxError(f"--set {text!r}: {param.opts[0]} is a Linux replay setting: with --stack dpdk the "
+                             f"axes are the DPDK knobs ({', '.join(n.replace('_', '-') for n in DPDK_AXES)})")
     if param.multiple:
         raise SetSyntaxError(f"--set {text!r}: {param.opts[0]} is repeatable and cannot be swept; give it as a "
                              "fixed option")
@@ -58,7 +73,7 @@ def parse_set(text: str, ctx: click.Context):
         if value in values:
             raise SetSyntaxError(f"--set {text!r}: {item!r} given twice")
         values.append(value)
-    return Axis(param.opts[0], param.name, tuple(values))
+    return Axis(param.opts[0], DPDK_AXES.get(param.name, param.name), tuple(values))
 
 
 def _usage_error(message: str) -> None:
@@ -82,9 +97,13 @@ def _usage_error(message: str) -> None:
               help="Draw ratio, latency, segments and reasons per setting (needs the 'plot' extra).")
 @click.option("--quiet", "-q", is_flag=True, help="No table and no progress bar.")
 @replay_settings_options
+@click.option("--stack", type=click.Choice(["linux", "dpdk"]), default="linux", show_default=True,
+              help="Whose GRO: Linux's, or DPDK's lib/gro (22.11) with the --dpdk-* and --burst knobs, which "
+                   "--set then sweeps (e.g. burst=8,32 dpdk-mode=light,heavy; docs/sweep.md).")
+@dpdk_options
 @click.pass_context
 @user_errors
-def sweep(ctx, paths, sets, jobs, scheduler, json_path, plot_path, quiet, **options):
+def sweep(ctx, paths, sets, jobs, scheduler, json_path, plot_path, quiet, stack, **options):
     """Replay each CAPTURE under every combination of the --set values (the
     other replay options fixed) and report per combination: coalescing ratio,
     super-packet sizes, flush reasons, and the latency GRO adds per segment
@@ -102,13 +121,28 @@ def sweep(ctx, paths, sets, jobs, scheduler, json_path, plot_path, quiet, **opti
         _usage_error("--jobs and --scheduler exclusive: the Dask cluster decides how many workers run")
     if "-" in paths:
         _usage_error("a sweep reads each capture once per setting: give files, not standard input")
+    from click.core import ParameterSource
+
     fixed = set(explicit_settings(ctx))
     explicit_ipv4 = options.get("gro_ipv4_max_size")
-    base = settings_from_options(options)
+    knobs = [name for name in DPDK_KEYS if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)]
+    if stack == "dpdk":
+        linux_only = sorted(name for name in fixed if name != "vxlan_ports")
+        if linux_only:
+            _usage_error(f"--{linux_only[0].replace('_', '-')} is a Linux replay option: with --stack dpdk only "
+                         "the --dpdk-* knobs, --burst and --vxlan-port apply")
+        fixed = {DPDK_AXES.get(name, name) for name in knobs}
+        base = dpdk_settings(options)
+    else:
+        if knobs:
+            _usage_error("the --dpdk-* knobs and --burst are DPDK's: add --stack dpdk")
+        for name in DPDK_KEYS:
+            options.pop(name)
+        base = settings_from_options(options)
     axes = []
     for text in sets:
         try:
-            axis = parse_set(text, ctx)
+            axis = parse_set(text, ctx, stack)
         except SetSyntaxError as exc:
             _usage_error(str(exc))
         if axis.field in fixed:
@@ -182,7 +216,8 @@ def render_table(doc: dict, console) -> None:
                       f"{segs['p50']}/{segs['p99']}/{segs['max']}", f"{size['p50']}/{size['max']}",
                       latency, Text(reasons))
     if doc["results"] and doc["results"][0]["added_latency_ns"] is None:
-        table.caption = "latency: not defined for the veth device (no clock)"
+        where = "the DPDK stack" if doc.get("stack") == "dpdk" else "the veth device"
+        table.caption = f"latency: not defined for {where} (no clock)"
     console.print(table)
 
 
