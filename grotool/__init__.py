@@ -1,7 +1,8 @@
 """grotool: replay captures through a simulation of Linux 6.18 GRO.
 
 The Python API (docs/api.md): ``grotool.Replay``, ``Packet``, ``Decision``,
-``Statistics``, ``FlowStatistics``, ``Settings``, ``GrotoolError``, ``InputError``.
+``Statistics``, ``FlowStatistics``, ``Settings``, ``DpdkSettings``, ``GrotoolError``,
+``InputError``.
 """
 
 __version__ = "0.1.0"
@@ -10,8 +11,8 @@ from ._build import install_finder  # noqa: E402
 
 install_finder()   # before any engine module is imported: picks the compiled or interpreted build
 
-__all__ = ["Replay", "Packet", "Decision", "Statistics", "FlowStatistics", "Settings", "GrotoolError", "InputError",
-           "__version__"]
+__all__ = ["Replay", "Packet", "Decision", "Statistics", "FlowStatistics", "Settings", "DpdkSettings",
+           "GrotoolError", "InputError", "__version__"]
 
 
 def __getattr__(name: str):

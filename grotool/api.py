@@ -9,20 +9,24 @@
 
 Documented in docs/api.md.  Everything public is exported from ``grotool``:
 ``Replay``, ``Packet``, ``Decision``, ``Statistics``, ``FlowStatistics``,
-``Settings``, ``GrotoolError``, ``InputError``.  Names not listed there may change.
+``Settings``, ``DpdkSettings``, ``GrotoolError``, ``InputError``.  Names not
+listed there may change.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
+from .dpdk.engine import DpdkSettings
 from .engine import Engine
 from .engine.config import TIMESTAMP_YEARS, Settings, timestamp_fits
 from .errors import GrotoolError, InputError
 
-__all__ = ["Replay", "Packet", "Decision", "Statistics", "FlowStatistics", "Settings", "GrotoolError", "InputError"]
+__all__ = ["Replay", "Packet", "Decision", "Statistics", "FlowStatistics", "Settings", "DpdkSettings",
+           "GrotoolError", "InputError"]
+STACKS = ("linux", "dpdk")
 
 Frame = Union[Tuple[int, bytes], Tuple[int, bytes, int]]
 
@@ -30,7 +34,8 @@ Frame = Union[Tuple[int, bytes], Tuple[int, bytes, int]]
 @dataclass(frozen=True)
 class Packet:
     """One packet Linux would hand to the stack: a super-packet, or a frame
-    that was not merged (its bytes unchanged)."""
+    that was not merged (its bytes unchanged).  With ``stack="dpdk"``: one
+    packet DPDK's GRO returned to the application."""
 
     data: bytes = field(repr=False)  # the packet, link header included
     timestamp_ns: int                # its first frame's timestamp
@@ -38,10 +43,10 @@ class Packet:
     frames: Tuple[int, ...]          # those frames' numbers, 1-based as Wireshark shows them
     reason: str                      # why it was delivered now (`grotool reasons`)
     flow: str                        # e.g. "tcp 10.1.0.1:40000 > 10.0.0.1:5201"
-    gso_size: int = 0                # super-packets: the segment size (mss)
-    gso_type: Tuple[str, ...] = ()   # super-packets: e.g. ("tcpv4",)
+    gso_size: int = 0                # super-packets: the segment size (mss); DPDK sets none (0)
+    gso_type: Tuple[str, ...] = ()   # super-packets: e.g. ("tcpv4",); DPDK: ()
     queue: int = 0                   # RX queue (NAPI instance)
-    poll: int = 0                    # NAPI poll number on that queue
+    poll: int = 0                    # NAPI poll number on that queue; DPDK: the rx burst after which it came back
 
     @property
     def is_super_packet(self) -> bool:
@@ -113,17 +118,38 @@ class Replay:
     With ``events=True``, ``events()`` yields a ``Decision`` per input frame
     and per completed aggregate: instead of iterating packets (lazily), or
     after the packet iteration (then they were kept in memory).
+
+    ``stack="dpdk"`` replays through the model of DPDK 22.11's lib/gro
+    instead (docs/dpdk.md), with ``dpdk=`` a ``grotool.DpdkSettings`` or a
+    dict of its fields (``{"mode": "heavy", "burst": 16}``; defaults without
+    it); Linux's settings do not apply.  The same Packet and Statistics come
+    out; the model runs the whole input at the first packet, and its
+    ``statistics.document`` is the ``grotool.dpdk/1`` document.
     """
 
     def __init__(self, source: Union[str, os.PathLike, Iterable[Frame]], settings: Optional[Settings] = None, *,
-                 linktype: Optional[int] = None, events: bool = False, **options):
-        if settings is not None and options:
-            raise TypeError("give either settings or keyword options, not both")
-        try:
-            self.settings = settings if settings is not None else Settings(**options)
-            self.settings.validate()
-        except TypeError as exc:
-            raise TypeError(f"unknown replay option: {exc}") from None
+                 linktype: Optional[int] = None, events: bool = False, stack: str = "linux",
+                 dpdk: Union[DpdkSettings, Mapping, None] = None, **options):
+        if stack not in STACKS:
+            raise ValueError(f"stack must be one of {', '.join(STACKS)}, not {stack!r}")
+        self.stack = stack
+        if stack == "dpdk":
+            if settings is not None or options:
+                raise TypeError("with stack='dpdk' the settings are dpdk=grotool.DpdkSettings(...) (or a dict of "
+                                "its fields): Linux's replay options do not apply")
+            if events:
+                raise ValueError("decision events are Linux's: for DPDK's decisions use grotool explain --stack dpdk")
+            self.settings = _dpdk_settings(dpdk)
+        else:
+            if dpdk is not None:
+                raise TypeError("dpdk= goes with stack='dpdk'")
+            if settings is not None and options:
+                raise TypeError("give either settings or keyword options, not both")
+            try:
+                self.settings = settings if settings is not None else Settings(**options)
+                self.settings.validate()
+            except TypeError as exc:
+                raise TypeError(f"unknown replay option: {exc}") from None
         self._events_on = bool(events)
         self._decisions: List[Decision] = []
         self._source = source
@@ -137,7 +163,7 @@ class Replay:
         if self._started:
             raise RuntimeError("a Replay runs once; make a new one to replay again")
         self._started = True
-        return self._run()
+        return self._run_dpdk() if self.stack == "dpdk" else self._run()
 
     @property
     def statistics(self) -> Statistics:
@@ -207,6 +233,56 @@ class Replay:
         self._statistics = _statistics(collector.document({"linktype": linktype, "packets": engine.stats.frames},
                                                           self.settings.as_dict()))
 
+    def _run_dpdk(self) -> Iterator[Packet]:
+        from .dpdk.engine import simulate
+        from .dpdk.run import DpdkRun
+        from .report.flows import flow_label
+        from .report.stats import StatsCollector
+
+        frames, stamps, info = self._dpdk_input()
+        packets = simulate(frames, self.settings)
+        collector = StatsCollector(1, vxlan_ports=self.settings.vxlan_ports)
+        for p in packets:
+            flow = collector.add(_DpdkDelivery(p.data, len(p.covers), p.reason)).flow
+            yield Packet(p.data, stamps[p.covers[0]], len(p.covers), tuple(i + 1 for i in p.covers), p.reason,
+                         flow_label(flow), poll=p.burst + 1)
+        stats = _statistics(collector.document(info, self.settings.as_json()))
+        document = DpdkRun(packets, stamps, info, self.settings, "model").document()
+        self._statistics = Statistics(stats.frames_in, stats.packets_out, stats.super_packets,
+                                      stats.coalescing_ratio, stats.flush_reasons, stats.flows, document)
+
+    def _dpdk_input(self):
+        """(Ethernet frames, timestamps, input info) for the DPDK model: a capture as
+        `replay --stack dpdk` reads it, or the frames given, made Ethernet likewise."""
+        from .oracle import read_input
+        from .oracle.frames import to_ethernet
+        from .oracle.kernel import frame_problem
+
+        source = self._source
+        if isinstance(source, (str, os.PathLike)):
+            frames, stamps, info = read_input(os.fspath(source))
+            if self._linktype is not None and self._linktype != info["linktype"]:
+                raise InputError(f"{os.fspath(source)}: link type {info['linktype']}, not {self._linktype}")
+            return frames, stamps, info
+        records, linktype, close = self._open()
+        frames, stamps = [], []
+        try:
+            for ts, data, _wirelen, _outbound in records:
+                number = len(frames) + 1
+                try:
+                    frame = to_ethernet(linktype, data)
+                except ValueError as exc:
+                    raise InputError(f"frame {number}: {exc}") from None
+                problem = frame_problem(frame)
+                if problem:
+                    raise InputError(f"frame {number} is {problem}")
+                frames.append(frame)
+                stamps.append(ts)
+        finally:
+            close()
+        return frames, stamps, {"path": None, "linktype": linktype, "packets": len(frames),
+                                "output_linktype": 1}
+
     def _decision_sink(self, collector):
         from .report.flows import flow_label
 
@@ -247,6 +323,45 @@ class Replay:
             return _scapy_frames(first, items, linktype), linktype, lambda: None
         return _frames(_chain_first(first, items)), self._linktype if self._linktype is not None else 1, \
             lambda: None
+
+
+@dataclass(frozen=True)
+class _DpdkDelivery:
+    """What the statistics read of a delivery, for a packet DPDK returned."""
+
+    data: bytes
+    segs: int
+    reason: str
+    key: bytes = b""
+    interface: int = 0
+    layer: str = ""
+
+    @property
+    def frame_len(self) -> int:
+        return len(self.data)
+
+
+def _dpdk_settings(dpdk: Union[DpdkSettings, Mapping, None]) -> DpdkSettings:
+    if dpdk is None:
+        settings = DpdkSettings()
+    elif isinstance(dpdk, DpdkSettings):
+        settings = dpdk
+    elif isinstance(dpdk, Mapping):
+        values = dict(dpdk)
+        for name in ("gro_types", "vxlan_ports"):
+            if name in values and not isinstance(values[name], tuple):
+                values[name] = tuple(values[name].split(",")) if isinstance(values[name], str) else \
+                    tuple(values[name])
+        try:
+            settings = DpdkSettings(**values)
+        except TypeError as exc:
+            raise TypeError(f"unknown DPDK setting: {exc}") from None
+    else:
+        raise TypeError(f"dpdk= takes a grotool.DpdkSettings or a dict of its fields, not {type(dpdk).__name__}")
+    problem = settings.problem()
+    if problem:
+        raise ValueError(problem)
+    return settings
 
 
 def _chain_first(first, rest):

@@ -23,7 +23,7 @@ def test_docs_api_examples_run(monkeypatch):
 
 def test_public_names():
     assert set(grotool.__all__) == {"Replay", "Packet", "Decision", "Statistics", "FlowStatistics", "Settings",
-                                    "GrotoolError", "InputError", "__version__"}
+                                    "DpdkSettings", "GrotoolError", "InputError", "__version__"}
     assert grotool.Settings is Settings
     # the module grotool.replay stays importable next to grotool.Replay
     assert callable(cli_replay) and grotool.Replay is not cli_replay
