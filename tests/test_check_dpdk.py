@@ -197,7 +197,8 @@ LIBRARY_SETTINGS = [DpdkSettings(), DpdkSettings(mode="heavy", burst=16, flush_e
                     DpdkSettings(burst=8, gro_types=("tcp4", "udp4", "vxlan_tcp4", "vxlan_udp4"))]
 
 
-@pytest.mark.parametrize("settings", LIBRARY_SETTINGS, ids=lambda s: " ".join(stack_settings_to_args(s)[2:]) or "defaults")
+@pytest.mark.parametrize("settings", LIBRARY_SETTINGS,
+                         ids=lambda s: " ".join(stack_settings_to_args(s)[2:]) or "defaults")
 def test_from_library_goldens_pass_against_the_model(tmp_path, settings, dpdk_library):
     for name in ("bulk-4flows", "mixed", "selftest-ipv4"):
         shutil.copy(CAPTURES / f"{name}.pcap", tmp_path / f"{name}.pcap")

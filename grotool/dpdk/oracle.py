@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import List, Sequence
 
 from ..errors import EnvironmentProblem, InputError
+from ..oracle.tools import cache_dir as shared_cache_dir, run_tool
 from .classify import classify
 from .engine import DpdkPacket, DpdkSettings
 
@@ -43,24 +44,8 @@ HARNESS_LINK = ("librte_mempool_ring", "librte_gro", "librte_mbuf", "librte_memp
 
 
 def cache_dir() -> Path:
-    if os.environ.get("GROTOOL_DPDK_CACHE"):
-        return Path(os.environ["GROTOOL_DPDK_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "grotool" / "dpdk"
-
-
-def _run(args: List[str], what: str, cwd=None, timeout: float = 600) -> None:
-    try:
-        proc = subprocess.run(args, capture_output=True, text=True, cwd=cwd, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise EnvironmentProblem(f"{what}: '{args[0]}' did not finish within {timeout:g} s") from None
-    except OSError as exc:
-        raise EnvironmentProblem(f"{what}: cannot run '{args[0]}': {exc.strerror}") from None
-    if proc.returncode != 0:
-        lines = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
-        err = [ln for ln in lines if ln.startswith(("E:", "dpkg", "error", "fatal"))] or lines
-        raise EnvironmentProblem(f"{what} failed: {err[-1] if err else f'exit {proc.returncode}'}")
+    """Where Debian's DPDK and the harness are kept between runs ($GROTOOL_DPDK_CACHE)."""
+    return shared_cache_dir("dpdk", "GROTOOL_DPDK_CACHE")
 
 
 def _need(tool: str, why: str) -> str:
@@ -77,10 +62,10 @@ def _fetch(root: Path) -> None:
     work = Path(tempfile.mkdtemp(prefix=".fetch-", dir=root.parent))
     try:
         os.chmod(work, 0o755)    # apt's _apt user writes the downloads here
-        _run(["apt-get", "download", "-q", *PACKAGES], "downloading DPDK 22.11 (apt-get download)", cwd=work)
+        run_tool(["apt-get", "download", "-q", *PACKAGES], "downloading DPDK 22.11 (apt-get download)", cwd=work)
         tree = work / "tree"
         for deb in sorted(work.glob("*.deb")):
-            _run(["dpkg-deb", "-x", str(deb), str(tree)], f"unpacking {deb.name}")
+            run_tool(["dpkg-deb", "-x", str(deb), str(tree)], f"unpacking {deb.name}")
         if not (tree / LIBDIR / "librte_gro.so.23").exists():
             raise EnvironmentProblem("downloading DPDK 22.11: librte_gro.so.23 not in the packages")
         shutil.rmtree(root, ignore_errors=True)
@@ -108,7 +93,7 @@ def harness_path() -> Path:
             lib = root / LIBDIR
             tmp = base / f".{exe.name}.tmp"
             # -msse4.2: Debian builds DPDK for that baseline, and rte_memcpy.h's inlines need it
-            _run([cc, "-O1", "-msse4.2", "-o", str(tmp), str(HARNESS_SOURCE),
+            run_tool([cc, "-O1", "-msse4.2", "-o", str(tmp), str(HARNESS_SOURCE),
                   f"-I{root}/usr/include", f"-I{root}/usr/include/dpdk",
                   f"-I{root}/usr/include/x86_64-linux-gnu/dpdk", f"-L{lib}",
                   # the ring mempool driver linked in (its constructor registers the ops), not loaded

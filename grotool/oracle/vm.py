@@ -56,6 +56,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from ..errors import EnvironmentProblem, GrotoolError, InputError
 from .hoststate import HostState
+from .tools import cache_dir as shared_cache_dir, run_tool
 
 __all__ = ["VmSession", "VmImage", "resolve_image", "cache_dir", "IMAGES", "kvm_usable", "GUEST_FLUSH_TIMEOUT_NS"]
 
@@ -79,26 +80,8 @@ _PR_SET_PDEATHSIG = 1
 
 
 def cache_dir() -> Path:
-    """Where kernel images and initramfs files are kept between runs."""
-    if os.environ.get("GROTOOL_VM_CACHE"):
-        return Path(os.environ["GROTOOL_VM_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "grotool" / "vm"
-
-
-def _run(args: List[str], what: str, timeout: float = 600, cwd=None) -> subprocess.CompletedProcess:
-    try:
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout, cwd=cwd,
-                              stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise EnvironmentProblem(f"{what}: '{' '.join(args)}' did not finish within {timeout:g} s") from None
-    except OSError as exc:
-        raise EnvironmentProblem(f"{what}: cannot run '{args[0]}': {exc.strerror}") from None
-    if proc.returncode != 0:
-        lines = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
-        err = [ln for ln in lines if ln.startswith(("E:", "dpkg", "depmod"))] or lines
-        raise EnvironmentProblem(f"{what}: '{' '.join(args)}' failed: {err[-1] if err else f'exit {proc.returncode}'}")
-    return proc
+    """Where kernel images and initramfs files are kept between runs ($GROTOOL_VM_CACHE)."""
+    return shared_cache_dir("vm", "GROTOOL_VM_CACHE")
 
 
 def _need_tool(name: str, package: str, why: str) -> str:
@@ -133,7 +116,7 @@ def newest_package(image: str) -> str:
     """The newest package of a debian:SERIES image on the configured apt sources."""
     pattern = IMAGES[image]
     _need_tool("apt-cache", "apt", "to find the kernel package of " + image)
-    names = _run(["apt-cache", "pkgnames", "linux-image-"], f"looking up {image}", timeout=120).stdout.split()
+    names = run_tool(["apt-cache", "pkgnames", "linux-image-"], f"looking up {image}", timeout=120).stdout.split()
     found = [(int(m.group(1)), n) for n in names for m in [pattern.match(n)] if m]
     if not found:
         raise EnvironmentProblem(f"no {pattern.pattern.strip('^$')} package on the configured apt sources "
@@ -161,14 +144,14 @@ def fetch_debian(image: str, log: Optional[Callable[[str], None]] = None) -> VmI
             try:
                 if log:
                     log(f"downloading {package}")
-                _run(["apt-get", "download", "-q", package], f"downloading {package}", cwd=work)
+                run_tool(["apt-get", "download", "-q", package], f"downloading {package}", cwd=work)
                 debs = sorted(work.glob("*.deb"))
                 if not debs:
                     raise EnvironmentProblem(f"downloading {package}: apt-get download left no .deb")
                 tree = work / "tree"
-                _run(["dpkg-deb", "-x", str(debs[0]), str(tree)], f"unpacking {package}")
+                run_tool(["dpkg-deb", "-x", str(debs[0]), str(tree)], f"unpacking {package}")
                 release = _release_of(tree)
-                _run([depmod, "-b", str(tree), release], f"indexing the modules of {package}")
+                run_tool([depmod, "-b", str(tree), release], f"indexing the modules of {package}")
                 debs[0].unlink()
                 shutil.rmtree(root, ignore_errors=True)
                 os.rename(tree, root)
@@ -219,7 +202,7 @@ def resolve_image(image: str, modules: Optional[str] = None,
         link.symlink_to(mdir)
     if not (mdir / "modules.dep").exists():
         depmod = _need_tool("depmod", "kmod", "to index the guest kernel's modules")
-        _run([depmod, "-b", str(root), release], f"indexing {mdir}")
+        run_tool([depmod, "-b", str(root), release], f"indexing {mdir}")
     config = next((p for p in (mdir / "config", vmlinuz.parent / f"config-{release}") if p.is_file()), None)
     return VmImage(str(vmlinuz), vmlinuz.resolve(), root, release, config)
 
