@@ -112,10 +112,10 @@ class GroNode:
         self.bigtcp_ipv6_room = not (self.bigtcp_strict and settings.device == "veth")
         # below every limit merge_allowed_size checks, it cannot refuse
         self.size_check_from = min(GRO_LEGACY_MAX_SIZE, self.ipv6_max_size, self.ipv4_max_size)
-        # the packet_offload list this kernel has, as (type, gro_receive,
-        # gro_complete): without CONFIG_VLAN_8021Q no VLAN GRO
+        # the packet_offload list this kernel has (PacketOffload objects):
+        # without CONFIG_VLAN_8021Q no VLAN GRO
         self.packet_offloads = tuple(
-            (ethertype, receive, complete) for ethertype, (receive, complete) in PACKET_OFFLOADS.items()
+            offload for ethertype, offload in PACKET_OFFLOADS.items()
             if settings.vlan_gro or ethertype not in offloads.VLAN_ETHERTYPES)
 
     # -- dev_gro_receive --------------------------------------------------------
@@ -130,7 +130,7 @@ class GroNode:
         if entry is None:
             self.normal(skb, skb.flush or "no_l2_handler")
             return
-        pp = entry[1](bucket, skb, self)
+        pp = entry.receive(bucket, skb, self)
         if pp is not None:
             bucket.remove(pp)
             self.held_count -= 1
@@ -243,7 +243,7 @@ class GroNode:
             header = bytearray(raw[:p.off])
         gso_type: List[str] = []
         # gro_complete: the packet_offload gro_complete for skb->protocol, nhoff at the L3 start
-        packet_offload(self.packet_offloads, p.protocol)[2](self, p, header, gso_type, p.l2_len)
+        packet_offload(self.packet_offloads, p.protocol).complete(self, p, header, gso_type, p.l2_len)
         self.normal_one(new_super_packet(p, header, reason, tuple(gso_type), self.queue, self.poll, layer))
 
     def normal(self, skb: Skb, reason: str) -> None:
