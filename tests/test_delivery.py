@@ -39,7 +39,7 @@ def test_a_lazily_joined_delivery_equals_one_made_from_its_bytes():
     (lazy,) = _replay(_segments(3))
     assert lazy == eager and eager == lazy
     assert repr(lazy) == repr(eager)
-    assert "data=b'" in repr(lazy) and "_pieces" not in repr(lazy)
+    assert "data=b'" in repr(lazy) and "_head" not in repr(lazy) and "_header" not in repr(lazy)
     other = Delivery(d.ts, d.data[:-1] + b"\x00", d.segs, d.reason, d.indices, d.key, d.gso_size, d.gso_type,
                      d.payload, d.queue, d.poll, d.layer, d.l2_len, d.header_len, d.first_len, d.merged_lens,
                      d.fraglist, d.interface, d.delivered_ns)

@@ -6,11 +6,13 @@ where only the Cython compiler reads it (it makes ``cython.compiled`` the
 constant True and drops the other branch), and take this stand-in otherwise,
 so the interpreter neither imports Cython nor needs it installed.
 
-``cython.cclass`` and ``cython.no_gc`` (class decorators for the compiled build:
-an extension type, whose objects the cycle collector does not track) leave a
-class as it is.
+``cython.cclass``, ``cython.no_gc`` and ``cython.freelist(n)`` (class
+decorators for the compiled build: an extension type, whose objects the cycle
+collector does not track, and which keeps up to n freed objects for reuse)
+leave a class as it is.
 """
 
 from types import SimpleNamespace
 
-cython = SimpleNamespace(compiled=False, cclass=lambda cls: cls, no_gc=lambda cls: cls)
+cython = SimpleNamespace(compiled=False, cclass=lambda cls: cls, no_gc=lambda cls: cls,
+                         freelist=lambda n: lambda cls: cls)

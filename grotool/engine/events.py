@@ -17,6 +17,7 @@ from typing import Callable, List, Optional, Tuple
 from .config import GRO_HASH_BUCKETS
 from .evidence import evidence, flush_evidence, version_row
 from .reasons import REASONS
+from .skb import segment_indices
 
 SCHEMA = "grotool.events/1"
 FRAME_OUTCOMES = ("merged", "held", "sent_up")
@@ -103,7 +104,7 @@ class EventRecorder:
 
         def recording_complete(p, reason):
             skb = state["skb"]
-            frames = tuple(i + 1 for i in p.indices)
+            frames = tuple(i + 1 for i in segment_indices(p))
             layer = _layer(p, reason)
             if reason == "bucket_full_evict_oldest":
                 outcome, cause, why = "evicted", skb.index + 1, flush_evidence(reason, p, gro)

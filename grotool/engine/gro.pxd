@@ -8,7 +8,7 @@ from grotool.engine.skb cimport Delivery, Skb, Stats, new_delivery, new_super_pa
 
 cdef int GRO_HASH_BUCKETS, MAX_GRO_SKBS, GRO_LEGACY_MAX_SIZE
 cdef dict PACKET_OFFLOADS
-from grotool.engine.offloads cimport packet_offload
+from grotool.engine.offloads cimport PacketOffload, packet_offload
 
 cdef class Bucket:
     cdef public list held
@@ -34,7 +34,7 @@ cdef class GroNode:
     cdef public bytes ipv6_key_fields
     cdef public Py_ssize_t ipv6_max_size, ipv4_max_size
 
-    @cython.locals(bucket=Bucket, entry=tuple, pp=Skb, oldest=Skb)
+    @cython.locals(bucket=Bucket, entry=PacketOffload, pp=Skb, oldest=Skb)
     cpdef receive(self, Skb skb)
     @cython.locals(gro_len=Py_ssize_t)
     cpdef hold(self, Bucket bucket, Skb skb)

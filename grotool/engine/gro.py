@@ -112,10 +112,10 @@ class GroNode:
         self.bigtcp_ipv6_room = not (self.bigtcp_strict and settings.device == "veth")
         # below every limit merge_allowed_size checks, it cannot refuse
         self.size_check_from = min(GRO_LEGACY_MAX_SIZE, self.ipv6_max_size, self.ipv4_max_size)
-        # the packet_offload list this kernel has, as (type, gro_receive,
-        # gro_complete): without CONFIG_VLAN_8021Q no VLAN GRO
+        # the packet_offload list this kernel has (PacketOffload objects):
+        # without CONFIG_VLAN_8021Q no VLAN GRO
         self.packet_offloads = tuple(
-            (ethertype, receive, complete) for ethertype, (receive, complete) in PACKET_OFFLOADS.items()
+            offload for ethertype, offload in PACKET_OFFLOADS.items()
             if settings.vlan_gro or ethertype not in offloads.VLAN_ETHERTYPES)
 
     # -- dev_gro_receive --------------------------------------------------------
@@ -130,7 +130,7 @@ class GroNode:
         if entry is None:
             self.normal(skb, skb.flush or "no_l2_handler")
             return
-        pp = entry[1](bucket, skb, self)
+        pp = entry.receive(bucket, skb, self)
         if pp is not None:
             bucket.remove(pp)
             self.held_count -= 1
@@ -153,9 +153,7 @@ class GroNode:
         skb.age = self.jiffies
         skb.payload_len = gro_len = len(skb.data) - skb.off    # skb_gro_len
         skb.gso_size = gro_len                       # dev_gro_receive: gso_size = skb_gro_len
-        skb.merged_frames = []
-        skb.merged_lens = []
-        skb.indices = [skb.index]
+        skb.merged = []
         skb.length = len(skb.data) - skb.l2_len   # p->len: from the network header
         skb.ip_fixedid = 0
         skb.flag_or = 0
@@ -202,9 +200,8 @@ class GroNode:
             refusal = self.merge_allowed_size(p, skb, length)
             if refusal is not None:
                 return refusal
-        p.merged_frames.append(data)            # its payload is the last length bytes
-        p.merged_lens.append(length)
-        p.indices.append(skb.index)
+        skb.payload_len = length                 # its payload: the last length bytes of its frame
+        p.merged.append(skb)
         p.count += skb.count
         p.length += length
         p.payload_len += length
@@ -222,9 +219,8 @@ class GroNode:
             # the limit is fixed: gro_max_size is not consulted
             return "flist_max_size"
         length = len(data) - skb.off
-        p.merged_frames.append(data)
-        p.merged_lens.append(length)
-        p.indices.append(skb.index)
+        skb.payload_len = length
+        p.merged.append(skb)
         p.count += 1
         p.length += length
         p.payload_len += length
@@ -237,8 +233,7 @@ class GroNode:
         layer = p.flush_layer if p.encap_mark and reason == p.flush else ""
         if p.count == 1:
             # a lone held packet goes up unchanged
-            self.normal_one(new_delivery(p.ts, p.data, 1, reason, (p.index,), p.key, 0, (), p.payload_len,
-                                         self.queue, self.poll, layer, 0, 0, 0, (), False, 0, None))
+            self.normal_one(new_delivery(p, reason, p.key, p.payload_len, self.queue, self.poll, layer))
             return
         first = p.data
         raw = first    # the same bytes read in place (a C pointer in the compiled build)
@@ -248,18 +243,15 @@ class GroNode:
             header = bytearray(raw[:p.off])
         gso_type: List[str] = []
         # gro_complete: the packet_offload gro_complete for skb->protocol, nhoff at the L3 start
-        packet_offload(self.packet_offloads, p.protocol)[2](self, p, header, gso_type, p.l2_len)
-        self.normal_one(new_super_packet(p.ts, header, first, p.merged_frames, p.count, reason, tuple(p.indices),
-                                         p.key, p.gso_size, tuple(gso_type), p.payload_len, self.queue, self.poll,
-                                         layer, p.l2_len, p.off, tuple(p.merged_lens), bool(p.is_flist)))
+        packet_offload(self.packet_offloads, p.protocol).complete(self, p, header, gso_type, p.l2_len)
+        self.normal_one(new_super_packet(p, header, reason, tuple(gso_type), self.queue, self.poll, layer))
 
     def normal(self, skb: Skb, reason: str) -> None:
         """GRO_NORMAL: the received frame goes up alone and unchanged."""
         # the key is a full flow identity, and skb.off the payload start, only once TCP has parsed it
         parsed = bool(skb.l4_off)
-        self.normal_one(new_delivery(skb.ts, skb.data, 1, reason, (skb.index,), skb.key if parsed else b"",
-                                     0, (), len(skb.data) - skb.off if parsed else 0, self.queue, self.poll,
-                                     "", 0, 0, 0, (), False, 0, None))
+        self.normal_one(new_delivery(skb, reason, skb.key if parsed else b"",
+                                     len(skb.data) - skb.off if parsed else 0, self.queue, self.poll, ""))
 
     def normal_one(self, delivery: Delivery) -> None:
         """gro_normal_one: rx_count counts segments; a full batch goes to the stack."""

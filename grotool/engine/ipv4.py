@@ -5,7 +5,14 @@ network.py (include/net/gro.h)."""
 from __future__ import annotations
 
 from .csum import ip_header_ok, replace16
-from .offloads import GRO_RECURSION_LIMIT, INET_OFFLOADS
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import cython        # read by the Cython compiler only (see _interpreted.py)
+else:
+    from ._interpreted import cython
+
+from .offloads import GRO_RECURSION_LIMIT, INET_OFFLOADS, PacketOffload
 from .skb import defer_key
 from .tcp import tcp4_gro_complete, tcp4_gro_receive
 
@@ -89,3 +96,16 @@ def inet_gro_complete(gro, p, header, gso_type, nhoff):
         tcp4_gro_complete(gro, p, header, gso_type, nhoff + 20)    # INDIRECT_CALL_2: TCP called directly
     else:
         complete(gro, p, header, gso_type, nhoff + 20)
+
+
+@cython.cclass
+class InetOffload(PacketOffload):
+    """IPv4's packet_offload: its handlers called directly (INDIRECT_CALL_INET)."""
+
+    __slots__ = ()
+
+    def receive(self, bucket, skb, gro):
+        return inet_gro_receive(bucket, skb, gro)
+
+    def complete(self, gro, p, header, gso_type, nhoff) -> None:
+        inet_gro_complete(gro, p, header, gso_type, nhoff)

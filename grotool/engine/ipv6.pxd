@@ -2,7 +2,7 @@
 cimport cython
 from grotool.engine.skb cimport Skb, extend_key_masked
 from grotool.engine.gro cimport GroNode
-from grotool.engine.offloads cimport enter_layer
+from grotool.engine.offloads cimport PacketOffload, enter_layer
 from grotool.engine.tcp cimport tcp6_gro_complete, tcp6_gro_receive
 
 cdef list INET6_OFFLOADS
@@ -12,3 +12,7 @@ cdef list INET6_OFFLOADS
 cpdef ipv6_gro_receive(bucket, Skb skb, GroNode gro)
 @cython.locals(thoff=Py_ssize_t, l4=int, payload=Py_ssize_t)
 cpdef ipv6_gro_complete(gro, Skb p, bytearray header, list gso_type, Py_ssize_t nhoff)
+
+cdef class Ipv6Offload(PacketOffload):
+    cpdef receive(self, bucket, Skb skb, gro)
+    cpdef complete(self, gro, Skb p, bytearray header, list gso_type, Py_ssize_t nhoff)

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from struct import pack
 
-from .offloads import INET6_OFFLOADS, enter_layer
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import cython        # read by the Cython compiler only (see _interpreted.py)
+else:
+    from ._interpreted import cython
+
+from .offloads import INET6_OFFLOADS, PacketOffload, enter_layer
 from .skb import extend_key_masked
 from .tcp import tcp6_gro_complete, tcp6_gro_receive
 
@@ -98,3 +105,16 @@ def ipv6_gro_complete(gro, p, header, gso_type, nhoff):
         tcp6_gro_complete(gro, p, header, gso_type, thoff)      # INDIRECT_CALL_2: TCP called directly
     else:
         complete(gro, p, header, gso_type, thoff)
+
+
+@cython.cclass
+class Ipv6Offload(PacketOffload):
+    """IPv6's packet_offload: its handlers called directly (INDIRECT_CALL_INET)."""
+
+    __slots__ = ()
+
+    def receive(self, bucket, skb, gro):
+        return ipv6_gro_receive(bucket, skb, gro)
+
+    def complete(self, gro, p, header, gso_type, nhoff) -> None:
+        ipv6_gro_complete(gro, p, header, gso_type, nhoff)

@@ -40,20 +40,19 @@ cdef class Skb:
     cdef public Py_ssize_t payload_len
     cdef public Py_ssize_t gso_size
     cdef public object age
-    cdef public list merged_frames
-    cdef public list merged_lens
-    cdef public list indices
+    cdef public list merged
     cdef public long long flag_or
     cdef public int encapsulation
 
 cdef class Delivery:
     cdef public long long ts
     cdef bytes _data
-    cdef object _pieces
+    cdef Skb _head
+    cdef bytearray _header
     cdef public Py_ssize_t frame_len
     cdef public Py_ssize_t segs
     cdef public str reason
-    cdef public tuple indices
+    cdef tuple _indices
     cdef public bytes key
     cdef public Py_ssize_t gso_size
     cdef public tuple gso_type
@@ -64,7 +63,7 @@ cdef class Delivery:
     cdef public Py_ssize_t l2_len
     cdef public Py_ssize_t header_len
     cdef public Py_ssize_t first_len
-    cdef public tuple merged_lens
+    cdef tuple _merged_lens
     cdef public bint fraglist
     cdef public Py_ssize_t interface
     cdef public object delivered_ns
@@ -78,18 +77,16 @@ cpdef _fill(Delivery delivery, long long ts, bytes data, Py_ssize_t segs, str re
             Py_ssize_t gso_size, tuple gso_type, Py_ssize_t payload, Py_ssize_t queue, Py_ssize_t poll,
             str layer, Py_ssize_t l2_len, Py_ssize_t header_len, Py_ssize_t first_len, tuple merged_lens,
             bint fraglist, Py_ssize_t interface, object delivered_ns)
+@cython.locals(merged=list)
+cpdef tuple segment_indices(Skb head)
+@cython.locals(merged=list)
+cpdef tuple merged_payload_lens(Skb head)
 @cython.locals(delivery=Delivery)
-cpdef Delivery new_delivery(long long ts, bytes data, Py_ssize_t segs, str reason, tuple indices, bytes key,
-                            Py_ssize_t gso_size, tuple gso_type, Py_ssize_t payload, Py_ssize_t queue,
-                            Py_ssize_t poll, str layer, Py_ssize_t l2_len, Py_ssize_t header_len,
-                            Py_ssize_t first_len, tuple merged_lens, bint fraglist, Py_ssize_t interface,
-                            object delivered_ns)
-
+cpdef Delivery new_delivery(Skb skb, str reason, bytes key, Py_ssize_t payload, Py_ssize_t queue, Py_ssize_t poll,
+                            str layer)
 @cython.locals(delivery=Delivery)
-cpdef Delivery new_super_packet(long long ts, bytearray header, bytes first, list merged_frames, Py_ssize_t segs,
-                                str reason, tuple indices, bytes key, Py_ssize_t gso_size, tuple gso_type,
-                                Py_ssize_t payload, Py_ssize_t queue, Py_ssize_t poll, str layer,
-                                Py_ssize_t l2_len, Py_ssize_t header_len, tuple merged_lens, bint fraglist)
+cpdef Delivery new_super_packet(Skb p, bytearray header, str reason, tuple gso_type, Py_ssize_t queue,
+                                Py_ssize_t poll, str layer)
 cdef inline unsigned char *_copy_waiting(unsigned char *dst, bytes key, unsigned char *src, Py_ssize_t head,
                                          Py_ssize_t at0, Py_ssize_t n0, Py_ssize_t at1, Py_ssize_t n1)
 @cython.locals(head=Py_ssize_t, key=bytes, at0=Py_ssize_t, n0=Py_ssize_t, at1=Py_ssize_t, n1=Py_ssize_t,
@@ -102,10 +99,10 @@ cpdef void extend_key_masked(Skb skb, bytes data, Py_ssize_t at, bytes mask, Py_
 cpdef void defer_key(Skb skb, Py_ssize_t at, Py_ssize_t n, Py_ssize_t at2=*, Py_ssize_t n2=*)
 @cython.locals(head=Py_ssize_t)
 cpdef bytes settled_key(Skb skb)
-@cython.locals(header=bytearray, first=bytes, merged_frames=list, parts=list, i=Py_ssize_t,
-               frame=bytes, n=Py_ssize_t, count=Py_ssize_t, total=Py_ssize_t, whole=bint, out=bytes,
-               dst=cython.p_uchar, src=cython.p_uchar, at=Py_ssize_t)
-cpdef bytes _join_pieces(tuple pieces, Py_ssize_t header_len, tuple merged_lens)
+@cython.locals(first=bytes, merged=list, s=Skb, i=Py_ssize_t, frame=bytes, n=Py_ssize_t, count=Py_ssize_t,
+               total=Py_ssize_t, whole=bint, out=bytes, dst=cython.p_uchar, src=cython.p_uchar, at=Py_ssize_t,
+               header_len=Py_ssize_t)
+cpdef bytes _join_super_packet(bytearray header, Skb p)
 
 cpdef _init_skb(Skb skb, bytes data, long long ts, Py_ssize_t index, Py_ssize_t l2_len, long long hash_,
                 int protocol, bytes key)

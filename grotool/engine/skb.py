@@ -32,7 +32,9 @@ def _slots_repr(cls, obj) -> str:
 # Neither an skb nor a delivery can be part of a reference cycle: their fields
 # hold bytes, strings, integers and lists or tuples of those, never each other.
 # The compiled build leaves them out of the cycle collector (no tracking when
-# made and freed, nothing for a collection to walk).
+# made and freed, nothing for a collection to walk), and keeps freed ones for
+# reuse (no allocator call per frame).
+@cython.freelist(256)
 @cython.no_gc
 @cython.cclass
 class Skb:
@@ -71,12 +73,11 @@ class Skb:
                          # skb->csum), computed for a whole poll by the device (napi.py)
         # held aggregate ("p")
         "length",        # p->len: bytes from skb->data (after the link header)
-        "payload_len",   # skb_gro_len(p): L4 payload bytes accumulated
+        "payload_len",   # skb_gro_len(p): L4 payload bytes accumulated; a merged segment: its own
         "gso_size",      # the first segment's payload length (mss)
         "age",           # jiffies when held
-        "merged_frames", # the frames of the merged segments, in order (their payloads end them)
-        "merged_lens",   # payload bytes of each merged segment
-        "indices",       # capture indices of the merged frames
+        "merged",        # the merged segments' skbs, in order (each frame's payload is its
+                         # last payload_len bytes, as merge() counted them)
         "flag_or",       # TCP FIN|PSH bits gathered from merged segments
         "encapsulation", # skb->encapsulation during completion: the L4 complete reads network_offsets[it]
     )
@@ -127,9 +128,7 @@ def _init_skb(skb, data, ts, index, l2_len, hash_, protocol, key) -> None:
     skb.payload_len = 0
     skb.gso_size = 0
     skb.age = 0
-    skb.merged_frames = None
-    skb.merged_lens = None
-    skb.indices = None
+    skb.merged = None
 
 
 def new_skb(data, ts, index, l2_len, protocol, key) -> Skb:
@@ -140,6 +139,7 @@ def new_skb(data, ts, index, l2_len, protocol, key) -> Skb:
     return skb
 
 
+@cython.freelist(256)
 @cython.no_gc
 @cython.cclass
 class Delivery:
@@ -147,12 +147,15 @@ class Delivery:
 
     __slots__ = (
         "ts",            # first segment's capture timestamp (ns)
-        "_data",         # the frame as delivered (link header included): the data property
-        "_pieces",       # a super-packet's pieces until data is first read (see data)
+        "_data",         # the frame as delivered (link header included), once known: the data property
+        "_head",         # the engine's delivery: the skb it came from (a super-packet's head, whose
+                         # merged list holds its segments); data, indices and merged_lens are read
+                         # from it when first asked for
+        "_header",       # a super-packet's rebuilt header until data is first read
         "frame_len",     # len(data), known without building it
         "segs",          # napi_gro_cb count: input frames it covers
         "reason",        # why it was delivered now (see reasons.py)
-        "indices",       # capture indices it covers, in order (a tuple)
+        "_indices",      # capture indices it covers, in order (a tuple): the indices property
         "key",           # same-flow identity (empty when GRO never parsed it)
         "gso_size",
         "gso_type",      # tuple of GSO type names
@@ -164,7 +167,7 @@ class Delivery:
         "l2_len",        # link header bytes
         "header_len",    # bytes of headers GRO walked (from the frame start)
         "first_len",     # the first segment's frame length
-        "merged_lens",   # payload bytes of each merged segment (a tuple)
+        "_merged_lens",  # payload bytes of each merged segment (a tuple): the merged_lens property
         "fraglist",      # built by skb_gro_receive_list
         "interface",     # capture interface (device) it came from
         "delivered_ns",  # nic device: simulated time its batch reached the stack; None: no clock
@@ -185,25 +188,43 @@ class Delivery:
         that writes no packets never copies them."""
         data = self._data
         if data is None:
-            data = self._data = _join_pieces(self._pieces, self.header_len, self.merged_lens)
-            self._pieces = None
+            data = self._data = _join_super_packet(self._header, self._head)
+            self._header = None
         return data
 
     @data.setter
     def data(self, value: bytes) -> None:
         self._data = value
-        self._pieces = None
+        self._header = None
         self.frame_len = len(value)
+
+    @property
+    def indices(self) -> Tuple[int, ...]:
+        """The capture indices it covers, in order (made when first read: a
+        replay that only counts never builds them)."""
+        indices = self._indices
+        if indices is None:
+            indices = self._indices = segment_indices(self._head)
+        return indices
+
+    @property
+    def merged_lens(self) -> Tuple[int, ...]:
+        """Payload bytes of each merged segment (made when first read)."""
+        lens = self._merged_lens
+        if lens is None:
+            lens = self._merged_lens = merged_payload_lens(self._head)
+        return lens
 
     def __eq__(self, other):
         if type(other) is not Delivery:
             return NotImplemented
         return self.data == other.data and all(
-            getattr(self, name) == getattr(other, name) for name in Delivery.__slots__ if name[0] != "_")
+            getattr(self, name.lstrip("_")) == getattr(other, name.lstrip("_"))
+            for name in Delivery.__slots__ if name not in _NOT_COMPARED)
 
     def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name.lstrip('_'))!r}" for name in Delivery.__slots__
-                           if name != "_pieces")
+        fields = ", ".join(f"{name.lstrip('_')}={getattr(self, name.lstrip('_'))!r}" for name in Delivery.__slots__
+                           if name not in _NOT_SHOWN)
         return f"Delivery({fields})"
 
     def shape(self, layout: str = "frags", max_skb_frags: int = 17):
@@ -213,15 +234,38 @@ class Delivery:
                      self.merged_lens, self.fraglist, self.header_len)
 
 
+# Delivery's slots that are not fields of their own: == compares data and the
+# fields, repr shows them all
+_NOT_COMPARED = ("_data", "_head", "_header")
+_NOT_SHOWN = ("_head", "_header")
+
+
+def segment_indices(head) -> Tuple[int, ...]:
+    """The capture indices of an aggregate (or a lone skb), head first."""
+    merged = head.merged
+    if not merged:
+        return (head.index,)
+    return (head.index,) + tuple([s.index for s in merged])
+
+
+def merged_payload_lens(head) -> Tuple[int, ...]:
+    """The payload bytes of each segment merged behind the head."""
+    merged = head.merged
+    if not merged:
+        return ()
+    return tuple([s.payload_len for s in merged])
+
+
 def _fill(delivery, ts, data, segs, reason, indices, key, gso_size, gso_type, payload, queue, poll, layer,
           l2_len, header_len, first_len, merged_lens, fraglist, interface, delivered_ns) -> None:
     delivery.ts = ts
     delivery._data = data
-    delivery._pieces = None
+    delivery._head = None
+    delivery._header = None
     delivery.frame_len = len(data)
     delivery.segs = segs
     delivery.reason = reason
-    delivery.indices = indices
+    delivery._indices = indices
     delivery.key = key
     delivery.gso_size = gso_size
     delivery.gso_type = gso_type
@@ -232,34 +276,36 @@ def _fill(delivery, ts, data, segs, reason, indices, key, gso_size, gso_type, pa
     delivery.l2_len = l2_len
     delivery.header_len = header_len
     delivery.first_len = first_len
-    delivery.merged_lens = merged_lens
+    delivery._merged_lens = merged_lens
     delivery.fraglist = fraglist
     delivery.interface = interface
     delivery.delivered_ns = delivered_ns
 
 
-def new_delivery(ts, data, segs, reason, indices, key, gso_size, gso_type, payload, queue, poll, layer,
-                 l2_len, header_len, first_len, merged_lens, fraglist, interface, delivered_ns) -> Delivery:
-    """Delivery(...) with every field given, for the engine's per-packet path
-    (the compiled build makes it without the Python call protocol)."""
+def new_delivery(skb, reason, key, payload, queue, poll, layer) -> Delivery:
+    """The Delivery of a frame that goes up unchanged (skb: its skb, a lone held
+    packet or one GRO did not hold), for the engine's per-packet path: its
+    indices are read from the skb when asked for (the compiled build makes it
+    without the Python call protocol)."""
     delivery = Delivery.__new__(Delivery)
-    _fill(delivery, ts, data, segs, reason, indices, key, gso_size, gso_type, payload, queue, poll, layer,
-          l2_len, header_len, first_len, merged_lens, fraglist, interface, delivered_ns)
+    _fill(delivery, skb.ts, skb.data, 1, reason, None, key, 0, (), payload, queue, poll, layer,
+          0, 0, 0, (), False, 0, None)
+    delivery._head = skb
     return delivery
 
 
-def new_super_packet(ts, header, first, merged_frames, segs, reason, indices, key, gso_size, gso_type, payload,
-                     queue, poll, layer, l2_len, header_len, merged_lens, fraglist) -> Delivery:
-    """The Delivery of an aggregate: ``header`` (the first header_len bytes of
-    ``first``, as completion rebuilt them), then the payloads of ``first`` and
-    of each merged frame (the last merged_lens[i] bytes of merged_frames[i]).
-    Its bytes are joined only when read (Delivery.data)."""
+def new_super_packet(p, header, reason, gso_type, queue, poll, layer) -> Delivery:
+    """The Delivery of aggregate ``p``: ``header`` (the first p.off bytes of its
+    frame, as completion rebuilt them), then the payloads of p's frame and of
+    each merged segment's.  Its bytes are joined only when read
+    (Delivery.data), and its indices and merged_lens made only when read."""
     delivery = Delivery.__new__(Delivery)
-    _fill(delivery, ts, b"", segs, reason, indices, key, gso_size, gso_type, payload, queue, poll, layer,
-          l2_len, header_len, len(first), merged_lens, fraglist, 0, None)
+    _fill(delivery, p.ts, b"", p.count, reason, None, p.key, p.gso_size, gso_type, p.payload_len, queue, poll,
+          layer, p.l2_len, p.off, len(p.data), None, bool(p.is_flist), 0, None)
     delivery._data = None
-    delivery._pieces = (header, first, merged_frames)
-    delivery.frame_len = len(header) + payload     # the header may have grown (an IPv6 jumbo option)
+    delivery._head = p
+    delivery._header = header
+    delivery.frame_len = len(header) + p.payload_len     # the header may have grown (an IPv6 jumbo option)
     return delivery
 
 
@@ -377,24 +423,25 @@ def settled_key(skb) -> bytes:
     return skb.key
 
 
-def _join_pieces(pieces, header_len, merged_lens) -> bytes:
-    """A super-packet's bytes from new_super_packet's pieces.  The compiled
-    build copies each piece once into the new string instead of slicing the
-    payloads and joining the slices (two copies and an object per segment);
-    pieces not wholly in their frames (never made by the engine) take the
-    slicing path, so both builds give the same bytes and never read outside
-    a frame."""
-    header = pieces[0]
-    first = pieces[1]
-    merged_frames = pieces[2]
+def _join_super_packet(header, p) -> bytes:
+    """A super-packet's bytes: its rebuilt ``header``, then the payload of head
+    p's frame (after p.off) and of each merged segment's (its last payload_len
+    bytes).  The compiled build copies each piece once into the new string
+    instead of slicing the payloads and joining the slices (two copies and an
+    object per segment); pieces not wholly in their frames (never made by the
+    engine) take the slicing path, so both builds give the same bytes and never
+    read outside a frame."""
+    first = p.data
+    header_len = p.off
+    merged = p.merged
+    count = len(merged)
     if cython.compiled:
-        count = len(merged_frames)
         total = len(header) + len(first) - header_len
-        whole = 0 <= header_len <= len(first) and len(merged_lens) == count
+        whole = 0 <= header_len <= len(first)
         for i in range(count if whole else 0):
-            n = merged_lens[i]
-            frame = merged_frames[i]
-            if not 0 <= n <= len(frame):
+            s = merged[i]
+            n = s.payload_len
+            if not 0 <= n <= len(s.data):
                 whole = False
                 break
             total += n
@@ -407,17 +454,18 @@ def _join_pieces(pieces, header_len, merged_lens) -> bytes:
             memcpy(dst + at, src + header_len, len(first) - header_len)
             at += len(first) - header_len
             for i in range(count):
-                n = merged_lens[i]
-                frame = merged_frames[i]
+                s = merged[i]
+                n = s.payload_len
+                frame = s.data
                 src = frame
                 memcpy(dst + at, src + len(frame) - n, n)
                 at += n
             return out
     parts = [header, first[header_len:]]      # Python slices: in bounds whatever the lengths
-    for i in range(len(merged_frames)):
-        frame = merged_frames[i]
-        n = merged_lens[i]
-        parts.append(frame[len(frame) - n:])
+    for i in range(count):
+        s = merged[i]
+        frame = s.data
+        parts.append(frame[len(frame) - s.payload_len:])
     return b"".join(parts)
 
 

@@ -426,7 +426,7 @@ def full_l4_checksum(p, header, thoff: int, check_at: int, pseudo_sum: int) -> i
     header[thoff + check_at + 1] = 0
     total = pseudo_sum + csum.sum16(memoryview(header)[thoff:])
     # the payload follows the (possibly odd-length) header; sum it in place
-    merged = [frame[len(frame) - n:] for frame, n in zip(p.merged_frames, p.merged_lens)]
+    merged = [s.data[len(s.data) - s.payload_len:] for s in p.merged]
     payload = b"".join([memoryview(p.data)[p.off:], *merged])
     if (len(header) - thoff) & 1:
         total += csum.sum16(b"\x00" + payload)
