@@ -21,6 +21,7 @@ from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Uni
 
 from .dpdk.engine import DpdkSettings
 from .engine import Engine
+from .engine.skb import Delivery
 from .engine.config import TIMESTAMP_YEARS, Settings, timestamp_fits
 from .errors import GrotoolError, InputError
 
@@ -243,7 +244,8 @@ class Replay:
         packets = simulate(frames, self.settings)
         collector = StatsCollector(1, vxlan_ports=self.settings.vxlan_ports)
         for p in packets:
-            flow = collector.add(_DpdkDelivery(p.data, len(p.covers), p.reason)).flow
+            # a Delivery as the statistics read it (the compiled collector takes nothing else)
+            flow = collector.add(Delivery(stamps[p.covers[0]], p.data, len(p.covers), p.reason, tuple(p.covers))).flow
             yield Packet(p.data, stamps[p.covers[0]], len(p.covers), tuple(i + 1 for i in p.covers), p.reason,
                          flow_label(flow), poll=p.burst + 1)
         stats = _statistics(collector.document(info, self.settings.as_json()))
@@ -323,22 +325,6 @@ class Replay:
             return _scapy_frames(first, items, linktype), linktype, lambda: None
         return _frames(_chain_first(first, items)), self._linktype if self._linktype is not None else 1, \
             lambda: None
-
-
-@dataclass(frozen=True)
-class _DpdkDelivery:
-    """What the statistics read of a delivery, for a packet DPDK returned."""
-
-    data: bytes
-    segs: int
-    reason: str
-    key: bytes = b""
-    interface: int = 0
-    layer: str = ""
-
-    @property
-    def frame_len(self) -> int:
-        return len(self.data)
 
 
 def _dpdk_settings(dpdk: Union[DpdkSettings, Mapping, None]) -> DpdkSettings:
