@@ -172,6 +172,14 @@ def median_row(runs: list, packets: int) -> dict:
             "peak_rss_mib": max(r["peak_rss_mib"] for r in runs), "runs": [r["seconds"] for r in runs]}
 
 
+def grotool_commands(label: str, cmd, cap: str, out: str) -> list:
+    """(what, command, output file or None) of each grotool measurement of a
+    build on one input: the timings and the instruction counts run these same commands."""
+    return [(f"{label} statistics only", cmd + REPLAY_OPTIONS + [cap], None),
+            (f"{label} statistics only, --csum auto", cmd + AUTO_OPTIONS + [cap], None),
+            (f"{label} end to end", cmd + REPLAY_OPTIONS + [cap, out], out)]
+
+
 def run_one(kind: str, packets: int, builds, tmp: str, args) -> dict:
     cap = os.path.join(tmp, f"{kind}-{packets}.pcap")
     start = time.perf_counter()
@@ -185,10 +193,7 @@ def run_one(kind: str, packets: int, builds, tmp: str, args) -> dict:
     # round: drift of the machine spreads over all of them; the median run counts
     commands = []
     for label, cmd in builds:
-        out = os.path.join(tmp, f"out-{label}.pcap")
-        commands.append((f"{label} statistics only", cmd + REPLAY_OPTIONS + [cap], None))
-        commands.append((f"{label} statistics only, --csum auto", cmd + AUTO_OPTIONS + [cap], None))
-        commands.append((f"{label} end to end", cmd + REPLAY_OPTIONS + [cap, out], out))
+        commands.extend(grotool_commands(label, cmd, cap, os.path.join(tmp, f"out-{label}.pcap")))
     commands.append(("I/O floor", [sys.executable, str(ROOT / "bench" / "floor.py"), cap, first_output,
                                    os.path.join(tmp, "floor.pcap")], None))
     runs = {label: [] for label, _, _ in commands}
