@@ -23,6 +23,18 @@ the floor and tshark, peak RSS (and how RSS grows from the smallest size to
 the largest).  Timings are wall-clock and noisy on a shared machine: compare
 the ratios of one run, not absolute numbers across runs.
 
+``--instructions`` also counts instructions with valgrind's callgrind
+(bench/callgrind.py), the measure to compare two versions by: for each build,
+input and grotool measurement above, the command on a one-packet input is
+start-up, and (its run on ``--instructions-packets`` packets, default 20,000,
+minus the one-packet run) / (packets - 1) is instructions per packet; both
+printed beside the timings and kept in the JSON.  Minutes per build, so not
+part of ``--quick`` (``--quick --instructions`` does both); without valgrind it
+is skipped with one line.  Callgrind counts the process it starts, so a build
+must start its interpreter directly: a console script runs under its ``#!``
+interpreter, a pyenv shim as the interpreter it starts, any other shell-script
+wrapper is refused.
+
 A build is a command that runs grotool, run in the repository root (so
 ``python -m grotool`` is this checkout's code); its ``--version`` output is
 printed.  ``--python PY`` (or GROTOOL_BENCH_PYTHON) is the build
@@ -48,6 +60,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
+import callgrind  # noqa: E402
 import inputs as bench_inputs  # noqa: E402
 
 DEFAULT_SIZES = (100_000, 300_000, 1_000_000)
@@ -55,6 +68,8 @@ QUICK_SIZES = (5_000, 20_000)
 REPLAY_OPTIONS = ["replay", "-q", "--csum", "trust"]
 # the default mode, measured beside trust (statistics only)
 AUTO_OPTIONS = ["replay", "-q", "--csum", "auto"]
+# --instructions: callgrind of each grotool command on 1 and on this many packets
+INSTRUCTION_PACKETS = 20_000
 
 
 # Runs one command and reports its wall time, peak RSS and exit code.  A fresh
@@ -172,6 +187,14 @@ def median_row(runs: list, packets: int) -> dict:
             "peak_rss_mib": max(r["peak_rss_mib"] for r in runs), "runs": [r["seconds"] for r in runs]}
 
 
+def grotool_commands(label: str, cmd, cap: str, out: str) -> list:
+    """(what, command, output file or None) of each grotool measurement of a
+    build on one input: the timings and the instruction counts run these same commands."""
+    return [(f"{label} statistics only", cmd + REPLAY_OPTIONS + [cap], None),
+            (f"{label} statistics only, --csum auto", cmd + AUTO_OPTIONS + [cap], None),
+            (f"{label} end to end", cmd + REPLAY_OPTIONS + [cap, out], out)]
+
+
 def run_one(kind: str, packets: int, builds, tmp: str, args) -> dict:
     cap = os.path.join(tmp, f"{kind}-{packets}.pcap")
     start = time.perf_counter()
@@ -185,10 +208,7 @@ def run_one(kind: str, packets: int, builds, tmp: str, args) -> dict:
     # round: drift of the machine spreads over all of them; the median run counts
     commands = []
     for label, cmd in builds:
-        out = os.path.join(tmp, f"out-{label}.pcap")
-        commands.append((f"{label} statistics only", cmd + REPLAY_OPTIONS + [cap], None))
-        commands.append((f"{label} statistics only, --csum auto", cmd + AUTO_OPTIONS + [cap], None))
-        commands.append((f"{label} end to end", cmd + REPLAY_OPTIONS + [cap, out], out))
+        commands.extend(grotool_commands(label, cmd, cap, os.path.join(tmp, f"out-{label}.pcap")))
     commands.append(("I/O floor", [sys.executable, str(ROOT / "bench" / "floor.py"), cap, first_output,
                                    os.path.join(tmp, "floor.pcap")], None))
     runs = {label: [] for label, _, _ in commands}
@@ -232,16 +252,80 @@ def measure_startup(builds, tmp: str, repeat: int) -> dict:
     return {label: median_row(rows, 1) for label, rows in runs.items()}
 
 
-def print_table(results: list) -> None:
-    print("| input | packets | what | seconds | packets/s | time vs I/O floor | speed vs tshark | peak RSS MiB |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|")
+def valgrind_commands(builds) -> dict:
+    """Per build, how valgrind starts it (callgrind.valgrind_command); exits
+    with the reason when a build cannot be counted, before anything is measured."""
+    commands = {}
+    for label, cmd in builds:
+        try:
+            commands[label] = callgrind.valgrind_command(cmd, str(ROOT))
+        except callgrind.CannotCount as e:
+            raise SystemExit(f"--instructions: build {label}: {e}")
+    return commands
+
+
+def measure_instructions(builds, commands: dict, kinds, packets: int, tmp: str) -> list:
+    """Per input, build and grotool measurement: callgrind's instructions on a
+    one-packet input (start-up) and on a ``packets``-packet one of the same kind;
+    per packet = (the second - the first) / (packets - 1)."""
+    rows = []
+    for kind in kinds:
+        caps = {}
+        for n in (1, packets):
+            caps[n] = os.path.join(tmp, f"{kind}-{n}.pcap")
+            bench_inputs.write_input(kind, caps[n], n)
+        for label, cmd in builds:
+            argv_of = {n: grotool_commands(label, cmd, caps[n], os.path.join(tmp, f"out-{label}-{n}.pcap"))
+                       for n in caps}
+            for k, (what, _, _) in enumerate(argv_of[1]):
+                totals = {}
+                for n in caps:
+                    _, argv, out = argv_of[n][k]
+                    if out is not None and os.path.exists(out):
+                        os.unlink(out)
+                    argv = commands[label][0] + argv[len(cmd):]
+                    totals[n] = callgrind.count_instructions(argv, commands[label][1], str(ROOT),
+                                                             os.path.join(tmp, "callgrind.out"))
+                    if out is not None:
+                        os.unlink(out)
+                row = {"input": kind, "build": label, "what": what, "packets": packets,
+                       "startup_instructions": totals[1], "instructions": totals[packets],
+                       "instructions_per_packet": round((totals[packets] - totals[1]) / (packets - 1))}
+                rows.append(row)
+                print(f"# callgrind {kind} {what}: start-up {totals[1]:,}, "
+                      f"{row['instructions_per_packet']:,} per packet", file=sys.stderr)
+        for path in caps.values():
+            os.unlink(path)
+    return rows
+
+
+def print_table(results: list, instructions: bool = False) -> None:
+    extra = (" instructions/packet (callgrind) |", "---:|") if instructions else ("", "")
+    print("| input | packets | what | seconds | packets/s | time vs I/O floor | speed vs tshark | peak RSS MiB |"
+          + extra[0])
+    print("|---|---:|---|---:|---:|---:|---:|---:|" + extra[1])
     for entry in results:
         for row in entry["rows"]:
             rss = "-" if row["peak_rss_mib"] is None else f"{row['peak_rss_mib']:.0f}"
             secs = f"{row['seconds']:.2f}" + (" (extrapolated)" if row.get("extrapolated") else "")
             vs_tshark = "-" if row["vs_tshark"] is None else f"{row['vs_tshark']:.2f}x"
-            print(f"| {entry['input']} | {entry['packets']:,} | {row['what']} | {secs} | {row['pps']:,} | "
-                  f"{row['vs_floor']:.2f}x | {vs_tshark} | {rss} |")
+            line = (f"| {entry['input']} | {entry['packets']:,} | {row['what']} | {secs} | {row['pps']:,} | "
+                    f"{row['vs_floor']:.2f}x | {vs_tshark} | {rss} |")
+            if instructions:
+                counted = row.get("instructions_per_packet")
+                line += f" {'-' if counted is None else f'{counted:,}'} |"
+            print(line)
+
+
+def print_instructions(instructions: list) -> None:
+    packets = instructions[0]["packets"]
+    print(f"Instructions (callgrind, PYTHONHASHSEED=0): start-up = a one-packet run; per packet = "
+          f"({packets:,}-packet run - one-packet run) / {packets - 1:,}")
+    print("| input | what | start-up (instructions) | instructions/packet |")
+    print("|---|---|---:|---:|")
+    for row in instructions:
+        print(f"| {row['input']} | {row['what']} | {row['startup_instructions'] / 1e9:.3f} G | "
+              f"{row['instructions_per_packet']:,} |")
 
 
 def csum_auto_cost(results: list) -> list:
@@ -294,7 +378,15 @@ def main() -> None:
     ap.add_argument("--no-tshark", action="store_true")
     ap.add_argument("--no-scapy", action="store_true")
     ap.add_argument("--json", default=None, help="Also write the results as JSON.")
+    ap.add_argument("--instructions", action="store_true",
+                    help="Also count instructions with valgrind's callgrind: per build, input and grotool "
+                         "measurement, start-up (a one-packet run) and per packet (minutes per build; "
+                         "not part of --quick).")
+    ap.add_argument("--instructions-packets", type=int, default=INSTRUCTION_PACKETS,
+                    help=f"Packets of the larger callgrind run (default {INSTRUCTION_PACKETS}).")
     args = ap.parse_args()
+    if args.instructions_packets < 2:
+        raise SystemExit("--instructions-packets: at least 2")
 
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else list(QUICK_SIZES if args.quick
                                                                               else DEFAULT_SIZES)
@@ -305,6 +397,14 @@ def main() -> None:
         if kind not in bench_inputs.INPUTS:
             raise SystemExit(f"--inputs: unknown input {kind!r}")
     builds = parse_builds(args)
+    instructions = None
+    skipped = None
+    if args.instructions:
+        if shutil.which("valgrind"):
+            counted_as = valgrind_commands(builds)
+        else:
+            skipped = "valgrind not found: no instruction counts (install valgrind for --instructions)"
+            print(f"instructions: skipped: {skipped}")
     # an installed package has its bytecode compiled (pip does it); a checkout
     # run with PYTHONDONTWRITEBYTECODE would compile grotool's modules on every start
     compileall.compile_dir(str(ROOT / "grotool"), quiet=1)
@@ -325,9 +425,20 @@ def main() -> None:
                 entry = run_one(kind, packets, builds, tmp, args)
                 results.append(entry)
                 print(f"# {kind} {packets:,} packets, {entry['capture_bytes'] / 1e6:.0f} MB", file=sys.stderr)
+        if args.instructions and not skipped:
+            instructions = measure_instructions(builds, counted_as, kinds, args.instructions_packets, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print_table(results)
+    if instructions:
+        # beside the timings of the same measurement (every size of that input)
+        per_packet = {(row["input"], row["what"]): row["instructions_per_packet"] for row in instructions}
+        for entry in results:
+            for row in entry["rows"]:
+                if (entry["input"], row["what"]) in per_packet:
+                    row["instructions_per_packet"] = per_packet[(entry["input"], row["what"])]
+    print_table(results, bool(instructions))
+    if instructions:
+        print_instructions(instructions)
     auto_cost = csum_auto_cost(results)
     for line in auto_cost:
         print(line)
@@ -340,7 +451,10 @@ def main() -> None:
                                                                   "startup": startup[label]}
                                                           for label, cmd in builds},
                                                "results": results, "csum_auto_cost": auto_cost,
-                                               "rss_growth": growth}, indent=2) + "\n")
+                                               "rss_growth": growth,
+                                               **({"instructions": instructions} if instructions else {}),
+                                               **({"instructions_skipped": skipped} if skipped else {})},
+                                              indent=2) + "\n")
 
 
 if __name__ == "__main__":

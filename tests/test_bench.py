@@ -2,10 +2,13 @@
 runs every measurement.  Performance itself is never asserted here."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
@@ -113,3 +116,132 @@ def test_bare_python_in_a_build_runs_the_same_interpreter_directly(tmp_path, mon
         ("d", ["/usr/bin/python3", "-m", "grotool"]),
         ("e", ["python3x", "-m", "grotool"]),
     ]
+
+
+def _load_callgrind():
+    import callgrind
+    return callgrind
+
+
+def test_callgrind_total_reads_the_instruction_column(tmp_path):
+    callgrind = _load_callgrind()
+    both = tmp_path / "both.out"
+    both.write_text("version: 1\ncmd: python\nevents: Ir\nsummary: 5000\nfl=(1) x.c\nfn=(1) f\n3 17\n"
+                    "totals: 5001\n")
+    assert callgrind.callgrind_total(str(both)) == 5001
+    # more events than Ir (e.g. --cache-sim=yes): the Ir column; summary: only (older callgrind)
+    older = tmp_path / "older.out"
+    older.write_text("events: Dr Ir Dw\nsummary: 10 700 30\n")
+    assert callgrind.callgrind_total(str(older)) == 700
+    empty = tmp_path / "empty.out"
+    empty.write_text("events: Ir\n")
+    with pytest.raises(ValueError):
+        callgrind.callgrind_total(str(empty))
+
+
+def test_valgrind_command_starts_the_interpreter_itself(tmp_path, monkeypatch):
+    callgrind = _load_callgrind()
+    # a pyenv-like shim: bash that execs this interpreter; asked as SHIM -m, it is replaced by it
+    shim = tmp_path / "python3"
+    shim.write_text(f"#!/bin/bash\nexec {sys.executable} \"$@\"\n")
+    shim.chmod(0o755)
+    # a console script: its #! interpreter runs it
+    script = tmp_path / "grotool"
+    script.write_text(f"#!{sys.executable}\nimport grotool.cli\n")
+    script.chmod(0o755)
+    # some other shell wrapper: refused (callgrind would count bash)
+    wrapper = tmp_path / "run-grotool.sh"
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} -m grotool \"$@\"\n")
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    assert callgrind.valgrind_command(["python3", "-m", "grotool"], str(tmp_path)) == (
+        [sys.executable, "-m", "grotool"], {})
+    assert callgrind.valgrind_command(["env", "GROTOOL_PURE=1", "A=b=c", str(shim), "-m", "grotool"],
+                                      str(tmp_path)) == ([sys.executable, "-m", "grotool"],
+                                                         {"GROTOOL_PURE": "1", "A": "b=c"})
+    assert callgrind.valgrind_command([sys.executable, "-m", "grotool"], "/") == ([sys.executable, "-m", "grotool"], {})
+    assert callgrind.valgrind_command(["grotool", "replay"], "/") == ([sys.executable, str(script), "replay"], {})
+    assert callgrind.valgrind_command(["./grotool"], str(tmp_path)) == (
+        [sys.executable, os.path.join(str(tmp_path), "./grotool")], {})
+    with pytest.raises(callgrind.CannotCount, match="is a shell script"):
+        callgrind.valgrind_command(["run-grotool.sh"], str(tmp_path))
+    with pytest.raises(callgrind.CannotCount, match="is a shell script"):
+        callgrind.valgrind_command(["python3", "-c", "pass"], str(tmp_path))
+    with pytest.raises(callgrind.CannotCount, match="not found"):
+        callgrind.valgrind_command(["no-such-grotool"], str(tmp_path))
+    with pytest.raises(callgrind.CannotCount, match="env option"):
+        callgrind.valgrind_command(["env", "-i", "python3"], str(tmp_path))
+
+
+def _bench_with_instructions(tmp_path, path_dirs, packets):
+    out = tmp_path / "bench.json"
+    env = {**os.environ, "PATH": os.pathsep.join(map(str, path_dirs))}
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "bench.py"), "--sizes", "300", "--inputs", "bulk",
+                        "--repeat", "1", "--no-tshark", "--no-scapy", "--instructions",
+                        "--instructions-packets", str(packets), "--json", str(out)],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=900, env=env)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.splitlines(), json.loads(out.read_text())
+
+
+def test_instructions_are_skipped_with_one_line_without_valgrind(tmp_path):
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    lines, doc = _bench_with_instructions(tmp_path, [empty], 200)
+    skipped = [line for line in lines if "valgrind" in line]
+    assert skipped == ["instructions: skipped: valgrind not found: no instruction counts "
+                       "(install valgrind for --instructions)"]
+    assert "instructions" not in doc and doc["instructions_skipped"] in skipped[0]
+    # the timings are all there, without an instructions column
+    assert [row["what"] for row in doc["results"][0]["rows"]] == [
+        "grotool statistics only", "grotool statistics only, --csum auto", "grotool end to end", "I/O floor"]
+    assert not any("instructions_per_packet" in row for row in doc["results"][0]["rows"])
+
+
+def test_instructions_per_packet_from_a_one_packet_and_a_200_packet_run(tmp_path):
+    """Six callgrind runs (three measurements, 1 and 200 packets): about a minute."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        if os.environ.get("GROTOOL_REQUIRE_KERNEL") == "1":
+            pytest.fail("valgrind is not installed (.ci/run installs it)")
+        pytest.skip("valgrind not installed (.ci/run installs it)")
+    # valgrind through a wrapper that logs each run: its input and the total callgrind wrote
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log = tmp_path / "runs.log"
+    (bindir / "valgrind").write_text(
+        "#!/bin/bash\n"
+        f"{valgrind} \"$@\"; status=$?\n"
+        "out=${2#--callgrind-out-file=}\n"
+        "args=\"$*\"\n"
+        f"echo \"${{args##*replay }} | $(grep '^totals:' \"$out\")\" >> {log}\n"
+        "exit $status\n")
+    (bindir / "valgrind").chmod(0o755)
+    lines, doc = _bench_with_instructions(tmp_path, [bindir, *os.environ["PATH"].split(os.pathsep)], 200)
+    runs = log.read_text().splitlines()
+    assert len(runs) == 6, runs
+    rows = doc["instructions"]
+    assert [(row["input"], row["what"], row["packets"]) for row in rows] == [
+        ("bulk", "grotool statistics only", 200), ("bulk", "grotool statistics only, --csum auto", 200),
+        ("bulk", "grotool end to end", 200)]
+    for k, (row, options) in enumerate(zip(rows, ["-q --csum trust", "-q --csum auto", "-q --csum trust"])):
+        one, many = runs[2 * k].split(" | "), runs[2 * k + 1].split(" | ")
+        # exactly the two runs of this command: the one-packet input, then the 200-packet one
+        assert one[0].startswith(f"{options} ") and one[0].split()[3].endswith("bulk-1.pcap"), one
+        assert many[0].startswith(f"{options} ") and many[0].split()[3].endswith("bulk-200.pcap"), many
+        assert (len(one[0].split()) == 5) == (row["what"] == "grotool end to end")
+        assert one[1] == f"totals: {row['startup_instructions']}"
+        assert many[1] == f"totals: {row['instructions']}"
+        per_packet = row["instructions_per_packet"]
+        assert isinstance(per_packet, int) and per_packet > 0
+        assert per_packet == round((row["instructions"] - row["startup_instructions"]) / 199)
+        assert row["startup_instructions"] > 10_000_000          # an interpreter's start-up, not a shell's
+    # beside the timings: the table's column and the JSON rows of the same measurement
+    timed = {row["what"]: row for row in doc["results"][0]["rows"]}
+    for row in rows:
+        assert timed[row["what"]]["instructions_per_packet"] == row["instructions_per_packet"]
+        assert any(line.startswith(f"| bulk | 300 | {row['what']} |")
+                   and line.endswith(f" {row['instructions_per_packet']:,} |") for line in lines)
+        assert (f"| bulk | {row['what']} | {row['startup_instructions'] / 1e9:.3f} G | "
+                f"{row['instructions_per_packet']:,} |") in lines
+    assert any(line.startswith("| bulk | 300 | I/O floor |") and line.endswith(" - |") for line in lines)
