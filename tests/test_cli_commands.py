@@ -114,6 +114,17 @@ def test_the_command_line_does_not_import_the_python_api():
     assert r.stdout.strip() == "grotool.api", r.stderr
 
 
+@pytest.mark.parametrize("stack, loads_model", [("linux", "False"), ("dpdk", "True")])
+def test_a_linux_replay_does_not_import_the_dpdk_model(stack, loads_model):
+    """replay's --dpdk-* options are built from grotool.dpdk.params; the model
+    (its dataclasses) is imported only for --stack dpdk."""
+    code = _LOADS_RICH.replace('name == "rich" or name.startswith("rich.")', 'name == "grotool.dpdk.engine"')
+    r = subprocess.run([sys.executable, "-c", code, "replay", "-q", "--stack", stack, "captures/bulk-4flows.pcap"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == loads_model
+
+
 _COMMAND_MODULES = ("check_cmd", "explain_cmd", "plot_cmd", "sweep_cmd")
 
 
