@@ -125,7 +125,8 @@ def test_a_linux_replay_does_not_import_the_dpdk_model(stack, loads_model):
     assert r.stdout.strip().splitlines()[-1] == loads_model
 
 
-_COMMAND_MODULES = ("check_cmd", "explain_cmd", "plot_cmd", "sweep_cmd")
+_COMMAND_MODULES = ("check_cmd", "compare_cmd", "dpdk_cmd", "explain_cmd", "kernel_cmd", "kernels_cmd", "plot_cmd",
+                    "reasons_cmd", "split_cmd", "sweep_cmd")
 
 
 @pytest.mark.parametrize("args, loaded", [
@@ -134,8 +135,8 @@ _COMMAND_MODULES = ("check_cmd", "explain_cmd", "plot_cmd", "sweep_cmd")
     (["--help"], list(_COMMAND_MODULES)),
 ])
 def test_command_modules_are_imported_when_named(args, loaded):
-    """A replay does not set up check/explain/plot/sweep (their modules are
-    imported when the command is named or listed by --help)."""
+    """A replay sets up no other command (their modules are imported when the
+    command is named or listed by --help)."""
     code = _LOADS_RICH.replace('print(any(name == "rich" or name.startswith("rich.") for name in sys.modules))',
                                f'print(sorted(m for m in {_COMMAND_MODULES!r} if "grotool.cli." + m in sys.modules))')
     r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT)
