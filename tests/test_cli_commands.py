@@ -1,6 +1,7 @@
 """compare and kernel commands: exit codes and one-line errors."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -123,6 +124,21 @@ def test_a_linux_replay_does_not_import_the_dpdk_model(stack, loads_model):
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == loads_model
+
+
+@pytest.mark.parametrize("output, loaded", [(None, "[]"), ("out.pcap", "['tempfile']")])
+def test_a_replay_imports_tempfile_only_to_write_a_file(tmp_path, output, loaded):
+    """tempfile (shutil, random, bz2, lzma) is imported for the atomic write of
+    an output file.  Checked without site (-S): a site may import it itself."""
+    import site
+
+    code = _LOADS_RICH.replace('any(name == "rich" or name.startswith("rich.") for name in sys.modules)',
+                               'sorted({"tempfile"} & set(sys.modules))')
+    args = ["replay", "-q", "captures/bulk-4flows.pcap", *([str(tmp_path / output)] if output else [])]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), *site.getsitepackages()]))
+    r = subprocess.run([sys.executable, "-S", "-c", code, *args], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == loaded
 
 
 _COMMAND_MODULES = ("check_cmd", "compare_cmd", "dpdk_cmd", "explain_cmd", "kernel_cmd", "kernels_cmd", "plot_cmd",
