@@ -126,6 +126,16 @@ def test_a_linux_replay_does_not_import_the_dpdk_model(stack, loads_model):
     assert r.stdout.strip().splitlines()[-1] == loads_model
 
 
+def test_the_version_imports_neither_the_dissector_nor_rich():
+    """--version (like reasons, kernels, --help) names no flow: the flow namer
+    and its dissector are imported by the commands that replay."""
+    code = _LOADS_RICH.replace('any(name == "rich" or name.startswith("rich.") for name in sys.modules)',
+                               'sorted({"grotool.dissect", "grotool.report.flows", "rich"} & set(sys.modules))')
+    r = subprocess.run([sys.executable, "-c", code, "--version"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "[]"
+
+
 # standard modules a replay uses only in some runs (tempfile: the atomic write of
 # an output file; ipaddress: naming an unusual IPv6 address)
 _OCCASIONAL_MODULES = ("importlib.abc", "importlib.resources", "ipaddress", "tempfile")

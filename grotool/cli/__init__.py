@@ -20,7 +20,6 @@ from .._build import engine_build
 from ..errors import EXIT_BAD_INPUT, EXIT_INPUT_TRUNCATED, EXIT_SIGNAL_BASE, GrotoolError, Interrupted
 from ..engine.config import (DEFAULT_RSS_KEY, MAX_GRO_FLUSH_TIMEOUT_NS, MAX_POLL_NS_PER_FRAME, MAX_RX_USECS,
                              OUTGOING_MODES, RSS_KEY_MIN, Settings, ipv4_max_size_for)
-from ..report.flows import flow_label
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -191,6 +190,7 @@ def _render_replay(result, console: Console, top: int) -> None:
     from rich.text import Text
 
     from ..engine.kernels import cached_profile
+    from ..report.flows import flow_label
 
     totals = result.totals
     kernel = cached_profile(result.document["settings"]["kernel"])
