@@ -16,9 +16,7 @@ is imported, whether to take them:
 
 from __future__ import annotations
 
-import importlib.abc
 import importlib.machinery
-import importlib.util
 import os
 import sys
 from typing import List, Optional
@@ -37,14 +35,19 @@ def interpreted_forced() -> bool:
     return os.environ.get(PURE_ENV, "") not in ("", "0")
 
 
-class _SourceFinder(importlib.abc.MetaPathFinder):
+class _SourceFinder:
     """Finds grotool's modules as source, passing over the compiled modules
     beside them; installed only when the interpreted engine is to run (forced,
-    or a compiled module is stale), so a compiled run pays no look-ups."""
+    or a compiled module is stale), so a compiled run pays no look-ups.
+    (A meta path finder by its find_spec alone: importlib.abc, its nominal
+    base, imports importlib.resources, typing and pathlib, which cost three
+    times a bare interpreter's start-up, on every start of grotool.)"""
 
     def find_spec(self, fullname, path, target=None):
         if not fullname.startswith(PACKAGE + ".") or not path:
             return None
+        import importlib.util
+
         name = fullname.rpartition(".")[2]
         for entry in path:
             package_dir = os.path.join(entry, name)

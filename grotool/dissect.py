@@ -32,7 +32,6 @@ was parsed up to the damage, with ``problem`` saying what stopped it.
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Any, Dict, FrozenSet, Iterable, NamedTuple, Optional, Tuple
 
 from .linktypes import (LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, LINKTYPE_LOOP, LOOPBACK_LINKTYPES,
@@ -221,6 +220,8 @@ def _addr_format(raw: bytes) -> str:
         a, b, c, d = octets[0], octets[1], octets[2], octets[3]
         return f"{a}.{b}.{c}.{d}"
     if len(raw) != 16:
+        import ipaddress                            # only for the rare forms: a replay need not load it
+
         return str(ipaddress.IPv6Address(raw))      # raises as ipaddress does
     w0 = (octets[0] << 8) | octets[1]
     w1 = (octets[2] << 8) | octets[3]
@@ -233,6 +234,8 @@ def _addr_format(raw: bytes) -> str:
     zero_words = ((w0 == 0) | ((w1 == 0) << 1) | ((w2 == 0) << 2) | ((w3 == 0) << 3) | ((w4 == 0) << 4)
                   | ((w5 == 0) << 5) | ((w6 == 0) << 6) | ((w7 == 0) << 7))
     if (zero_words & 0x1F) == 0x1F and w5 == 0xFFFF:
+        import ipaddress
+
         return str(ipaddress.IPv6Address(raw))      # IPv4-mapped: Python 3.13 writes its IPv4 part dotted
     form = _IPV6_FORMS.get(zero_words)
     if form is None:

@@ -157,6 +157,20 @@ def test_the_source_finder_takes_grotool_sources_only(tmp_path):
         assert proc.stdout.strip() == finders, (pure, proc.stderr)
 
 
+def test_choosing_the_build_does_not_import_importlib_abc():
+    # importlib.abc brings importlib.resources, pathlib, zipfile and tempfile: in an
+    # interpreter whose site does not load them already (-S here), three times a
+    # bare start-up, paid by every grotool command
+    import site
+
+    env = dict(_env(pure=False), PYTHONPATH=os.pathsep.join([str(ROOT), *site.getsitepackages()]))
+    code = "import sys, grotool; print(sorted({'importlib.abc', 'importlib.resources'} & set(sys.modules)))"
+    proc = subprocess.run([sys.executable, "-S", "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
 def test_stale_modules_lists_every_source_newer_than_its_extension(tmp_path):
     from importlib.machinery import EXTENSION_SUFFIXES
 

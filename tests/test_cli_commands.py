@@ -1,6 +1,7 @@
 """compare and kernel commands: exit codes and one-line errors."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -114,7 +115,49 @@ def test_the_command_line_does_not_import_the_python_api():
     assert r.stdout.strip() == "grotool.api", r.stderr
 
 
-_COMMAND_MODULES = ("check_cmd", "explain_cmd", "plot_cmd", "sweep_cmd")
+@pytest.mark.parametrize("stack, loads_model", [("linux", "False"), ("dpdk", "True")])
+def test_a_linux_replay_does_not_import_the_dpdk_model(stack, loads_model):
+    """replay's --dpdk-* options are built from grotool.dpdk.params; the model
+    (its dataclasses) is imported only for --stack dpdk."""
+    code = _LOADS_RICH.replace('name == "rich" or name.startswith("rich.")', 'name == "grotool.dpdk.engine"')
+    r = subprocess.run([sys.executable, "-c", code, "replay", "-q", "--stack", stack, "captures/bulk-4flows.pcap"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == loads_model
+
+
+def test_the_version_imports_neither_the_dissector_nor_rich():
+    """--version (like reasons, kernels, --help) names no flow: the flow namer
+    and its dissector are imported by the commands that replay."""
+    code = _LOADS_RICH.replace('any(name == "rich" or name.startswith("rich.") for name in sys.modules)',
+                               'sorted({"grotool.dissect", "grotool.report.flows", "rich"} & set(sys.modules))')
+    r = subprocess.run([sys.executable, "-c", code, "--version"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "[]"
+
+
+# standard modules a replay uses only in some runs (tempfile: the atomic write of
+# an output file; ipaddress: naming an unusual IPv6 address)
+_OCCASIONAL_MODULES = ("importlib.abc", "importlib.resources", "ipaddress", "tempfile")
+
+
+@pytest.mark.parametrize("output, loaded", [(None, []), ("out.pcap", ["tempfile"])])
+def test_a_replay_imports_occasional_modules_only_when_used(tmp_path, output, loaded):
+    """Checked without site (-S): a site may import them itself (certifi's .pth
+    imports importlib.resources, and with it tempfile and ipaddress)."""
+    import site
+
+    code = _LOADS_RICH.replace('any(name == "rich" or name.startswith("rich.") for name in sys.modules)',
+                               f'sorted(set({_OCCASIONAL_MODULES!r}) & set(sys.modules))')
+    args = ["replay", "-q", "captures/bulk-4flows.pcap", *([str(tmp_path / output)] if output else [])]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), *site.getsitepackages()]))
+    r = subprocess.run([sys.executable, "-S", "-c", code, *args], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == str(loaded)
+
+
+_COMMAND_MODULES = ("check_cmd", "compare_cmd", "dpdk_cmd", "explain_cmd", "kernel_cmd", "kernels_cmd", "plot_cmd",
+                    "reasons_cmd", "split_cmd", "sweep_cmd")
 
 
 @pytest.mark.parametrize("args, loaded", [
@@ -123,8 +166,8 @@ _COMMAND_MODULES = ("check_cmd", "explain_cmd", "plot_cmd", "sweep_cmd")
     (["--help"], list(_COMMAND_MODULES)),
 ])
 def test_command_modules_are_imported_when_named(args, loaded):
-    """A replay does not set up check/explain/plot/sweep (their modules are
-    imported when the command is named or listed by --help)."""
+    """A replay sets up no other command (their modules are imported when the
+    command is named or listed by --help)."""
     code = _LOADS_RICH.replace('print(any(name == "rich" or name.startswith("rich.") for name in sys.modules))',
                                f'print(sorted(m for m in {_COMMAND_MODULES!r} if "grotool.cli." + m in sys.modules))')
     r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT)

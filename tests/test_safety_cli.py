@@ -75,7 +75,7 @@ def test_reasons_table_on_an_80_column_terminal():
 
     from rich.console import Console
 
-    from grotool.cli import reasons_table
+    from grotool.cli.reasons_cmd import reasons_table
 
     buf = io.StringIO()
     Console(file=buf, width=80, force_terminal=True, color_system=None).print(reasons_table())

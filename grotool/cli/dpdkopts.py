@@ -3,10 +3,14 @@ application's rte_gro_param and how it drives the library."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from ..dpdk.classify import VXLAN_PORT
-from ..dpdk.engine import DEFAULT_BURST, DEFAULT_MAX_FLOWS, DEFAULT_MAX_ITEMS, GRO_TYPES, MODES, DpdkSettings
+from ..dpdk.params import DEFAULT_BURST, DEFAULT_MAX_FLOWS, DEFAULT_MAX_ITEMS, GRO_TYPES, MODES, VXLAN_PORT
+
+if TYPE_CHECKING:
+    from ..dpdk.engine import DpdkSettings
 
 DPDK_KEYS = ("dpdk_mode", "burst", "dpdk_flush_every", "dpdk_max_flows", "dpdk_max_items", "dpdk_gro_types")
 
@@ -41,6 +45,8 @@ def vxlan_port_option(fn):
 
 def dpdk_settings(options: dict) -> DpdkSettings:
     """DpdkSettings from a command's keyword arguments; consumes the DPDK keys."""
+    from ..dpdk.engine import DpdkSettings
+
     types = tuple(t.strip() for t in options.pop("dpdk_gro_types").split(",") if t.strip())
     # --vxlan-port: what the application classifies as VXLAN (the host options' own, left for them)
     ports = tuple(options.get("vxlan_ports") or ()) or (VXLAN_PORT,)

@@ -10,9 +10,21 @@ capture file into them.  A DpdkPacket has ``data``, ``covers`` (input frame
 indices in byte order), ``reason``, ``burst`` and ``held_apart``.
 """
 
-from .engine import DpdkPacket, DpdkSettings, simulate
-
 __all__ = ["DpdkPacket", "DpdkSettings", "simulate", "run_library"]
+
+
+def __getattr__(name: str):
+    # the model is imported on first use: the command line builds its DPDK
+    # options from grotool.dpdk.params without it
+    if name in ("DpdkPacket", "DpdkSettings", "simulate"):
+        from . import engine
+
+        return getattr(engine, name)
+    raise AttributeError(f"module 'grotool.dpdk' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
 
 
 def run_library(frames, settings):

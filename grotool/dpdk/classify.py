@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from .params import VXLAN_PORT
+
 # rte_mbuf_ptype.h (DPDK 22.11)
 PTYPE_L2_ETHER = 0x00000001
 PTYPE_L3_IPV4 = 0x00000010
@@ -29,7 +31,6 @@ PTYPE_INNER_L3_IPV4_EXT = 0x00200000
 PTYPE_INNER_L3_MASK = 0x00f00000
 PTYPE_INNER_L4_TCP = 0x01000000
 PTYPE_INNER_L4_UDP = 0x02000000
-VXLAN_PORT = 4789
 
 _VLAN_TPIDS = (0x8100, 0x88A8)
 

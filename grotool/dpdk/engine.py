@@ -30,10 +30,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
-from .classify import VXLAN_PORT, Mbuf, classify, is_ipv4_tcp, is_ipv4_udp, is_vxlan_tcp4, is_vxlan_udp4
+from .classify import Mbuf, classify, is_ipv4_tcp, is_ipv4_udp, is_vxlan_tcp4, is_vxlan_udp4
+from .params import DEFAULT_BURST, DEFAULT_MAX_FLOWS, DEFAULT_MAX_ITEMS, GRO_TYPES, MODES, VXLAN_PORT
 
-MODES = ("light", "heavy")
-GRO_TYPES = ("tcp4", "udp4", "vxlan_tcp4", "vxlan_udp4")   # every type of 22.11
 RTE_GRO_MAX_BURST_ITEM_NUM = 128      # rte_gro.h
 GRO_TCP4_TBL_MAX_ITEM_NUM = 1024 * 1024   # gro_tcp4.h
 MAX_IPV4_PKT_LENGTH = 65535           # gro_tcp4.h
@@ -42,10 +41,6 @@ TCP_ACK = 0x10
 DF = 0x4000
 MF = 0x2000
 OFFSET_MASK = 0x1FFF
-
-DEFAULT_BURST = 32
-DEFAULT_MAX_FLOWS = 4                 # testpmd: GRO_DEFAULT_FLOW_NUM = 128 / GRO_DEFAULT_ITEM_NUM_PER_FLOW
-DEFAULT_MAX_ITEMS = 32                # testpmd: GRO_DEFAULT_ITEM_NUM_PER_FLOW
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,9 @@ OUTGOING_MODES = ("pass", "receive")
 
 @dataclass(frozen=True)
 class Settings:
+    """Every knob of a simulation (`grotool replay`'s options, with underscores);
+    the defaults are the kernel's."""
+
     device: str = "nic"              # "nic" (RSS, timestamps drive IRQs) or "veth" (oracle conditions)
     budget: int = 64                 # NAPI weight: packets per driver poll
     csum: str = "auto"               # verify | trust | auto (see tcp.py)

@@ -29,7 +29,6 @@ import os
 import re
 import stat
 import sys
-import tempfile
 import threading
 from typing import Iterable, List, Optional, Set
 
@@ -252,6 +251,8 @@ class SafeOutput:
         if st is not None:
             self._mode = stat.S_IMODE(st.st_mode)          # replacing a file keeps its permissions
         directory = os.path.dirname(self._target) or "."
+        import tempfile              # only when a file is written: it brings shutil, random, bz2 and lzma
+
         try:
             self.fd, self.temporary = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX, dir=directory)
         except OSError as exc:
