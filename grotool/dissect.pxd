@@ -23,10 +23,18 @@ cdef class _Walk:
 cdef dict _IPV6_FORMS
 cdef dict _ADDR_CACHE
 
+cdef bint TEXT_IN_PLACE
+cdef char _ADDR_TEXT[48]                # an address's text: 39 characters at most
+
+cdef Py_ssize_t _put_decimal(char *out, long value) noexcept
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, digit=long)
+cdef Py_ssize_t _put_hex(char *out, long value) noexcept
+
 cpdef str addr_text(raw)
 @cython.locals(octets=cython.p_uchar, a=long, b=long, c=long, d=long, w0=long, w1=long, w2=long, w3=long,
                w4=long, w5=long, w6=long, w7=long, zero_words=long,
-               form=tuple, template=str, run_at=Py_ssize_t, run_len=Py_ssize_t, words=tuple)
+               form=tuple, template=str, run_at=Py_ssize_t, run_len=Py_ssize_t, words=tuple,
+               out=cython.p_char, n=Py_ssize_t, i=Py_ssize_t)
 cpdef str _addr_format(bytes raw)
 
 @cython.locals(top=long)

@@ -33,6 +33,7 @@ was parsed up to the damage, with ``problem`` saying what stopped it.
 from __future__ import annotations
 
 import ipaddress
+import types
 from typing import Any, Dict, FrozenSet, Iterable, NamedTuple, Optional, Tuple
 
 from .linktypes import (LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, LINKTYPE_LOOP, LOOPBACK_LINKTYPES,
@@ -212,6 +213,41 @@ def addr_text(raw: bytes) -> str:
     return text
 
 
+def _running_compiled() -> bool:
+    """True when this module runs compiled: its functions are then not Python functions."""
+    return type(_running_compiled) is not types.FunctionType
+
+
+# the compiled build writes address text with C stores into one buffer
+# (_ADDR_TEXT, dissect.pxd) and makes one string of it; the interpreted build
+# formats it (tests/test_naming.py compares both with ipaddress)
+TEXT_IN_PLACE = _running_compiled()
+
+
+def _put_decimal(out, value: int) -> int:
+    """value (0-255) in decimal at out; the digits written (compiled build only)."""
+    if value >= 100:
+        out[0] = 48 + value // 100
+        out[1] = 48 + value // 10 % 10
+        out[2] = 48 + value % 10
+        return 3
+    if value >= 10:
+        out[0] = 48 + value // 10
+        out[1] = 48 + value % 10
+        return 2
+    out[0] = 48 + value
+    return 1
+
+
+def _put_hex(out, value: int) -> int:
+    """value (0-0xffff) as "%x" writes it at out; the digits written (compiled build only)."""
+    n = 4 if value >= 0x1000 else 3 if value >= 0x100 else 2 if value >= 0x10 else 1
+    for i in range(n):
+        digit = (value >> (4 * (n - 1 - i))) & 0xF
+        out[i] = 48 + digit if digit < 10 else 87 + digit
+    return n
+
+
 def _addr_format(raw: bytes) -> str:
     """4 bytes as a dotted quad; 16 as str(ipaddress.IPv6Address(raw)) writes
     them, without building the address objects (they made up a third of naming
@@ -219,6 +255,16 @@ def _addr_format(raw: bytes) -> str:
     octets = raw
     if len(raw) == 4:
         a, b, c, d = octets[0], octets[1], octets[2], octets[3]
+        if TEXT_IN_PLACE:
+            out = _ADDR_TEXT
+            n = _put_decimal(out, a)
+            out[n] = 46                             # "."
+            n += 1 + _put_decimal(out + n + 1, b)
+            out[n] = 46
+            n += 1 + _put_decimal(out + n + 1, c)
+            out[n] = 46
+            n += 1 + _put_decimal(out + n + 1, d)
+            return out[:n].decode("ascii")
         return f"{a}.{b}.{c}.{d}"
     if len(raw) != 16:
         return str(ipaddress.IPv6Address(raw))      # raises as ipaddress does
@@ -238,6 +284,24 @@ def _addr_format(raw: bytes) -> str:
     if form is None:
         form = _IPV6_FORMS[zero_words] = _ipv6_form(zero_words)
     template, run_at, run_len = form
+    if TEXT_IN_PLACE:
+        # the words as the template writes them: "%x" each, ":" between, "::" for the run
+        out = _ADDR_TEXT
+        n = 0
+        i = 0
+        while i < 8:
+            if i == run_at and run_len:
+                out[n] = 58                         # ":"
+                out[n + 1] = 58
+                n += 2
+                i += run_len
+                continue
+            if n and out[n - 1] != 58:
+                out[n] = 58
+                n += 1
+            n += _put_hex(out + n, (octets[2 * i] << 8) | octets[2 * i + 1])
+            i += 1
+        return out[:n].decode("ascii")
     words = (w0, w1, w2, w3, w4, w5, w6, w7)
     if run_len:
         words = words[:run_at] + words[run_at + run_len:]
