@@ -45,6 +45,7 @@ cpdef _Walk walk_frame(bytes data, linktype, Py_ssize_t frame_len, vxlan, geneve
 
 @cython.locals(data=cython.p_uchar, etype=long, alen=Py_ssize_t, version=long, off=Py_ssize_t)
 cdef Py_ssize_t _link(_Walk walk, linktype) except? -2
+cdef long _TPID_8021Q, _TPID_8021AD, _TPID_QINQ
 @cython.locals(data=cython.p_uchar, vlans=list, tci=long, inner=long)
 cdef tuple _vlan_tags(_Walk walk, Py_ssize_t off, long etype)
 

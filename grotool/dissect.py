@@ -42,7 +42,10 @@ from .linktypes import (LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SL
 ETH_P_IP = 0x0800
 ETH_P_IPV6 = 0x86DD
 ETH_P_TEB = 0x6558                      # transparent Ethernet bridging (GRE, GENEVE)
-VLAN_TPIDS = (0x8100, 0x88A8, 0x9100)   # 802.1Q, 802.1ad, the older QinQ tag
+_TPID_8021Q = 0x8100
+_TPID_8021AD = 0x88A8
+_TPID_QINQ = 0x9100                     # the older QinQ tag
+VLAN_TPIDS = (_TPID_8021Q, _TPID_8021AD, _TPID_QINQ)
 IPPROTO_IPIP = 4
 IPPROTO_TCP = 6
 IPPROTO_UDP = 17
@@ -508,7 +511,7 @@ def _link(walk: _Walk, linktype: int) -> int:
 def _vlan_tags(walk: _Walk, off: int, etype: int):
     """Skip 802.1Q/802.1ad tags: (payload offset, ethertype, VLAN IDs)."""
     data = walk.data
-    if etype not in VLAN_TPIDS:
+    if etype != _TPID_8021Q and etype != _TPID_8021AD and etype != _TPID_QINQ:    # not in VLAN_TPIDS: C compares
         return off, etype, ()
     vlans = []
     while etype in VLAN_TPIDS:

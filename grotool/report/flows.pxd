@@ -3,6 +3,7 @@
 cimport cython
 from grotool.dissect cimport _Walk, walk_frame, addr_text
 
+@cython.locals(names=dict)
 cdef tuple _flow(src, dst, proto, fragment, sport, dport, vlans, ethertype, problem, tunnels)
 @cython.locals(w=_Walk)
 cpdef tuple _describe(linktype, data, vxlan, geneve)

@@ -35,11 +35,13 @@ def _flow(src, dst, proto, fragment, sport, dport, vlans, ethertype, problem, tu
         if ethertype is None:
             name = "truncated" if problem and problem.startswith("truncated") else "unparsed"
         else:
-            name = ETHERTYPE_NAMES.get(ethertype)
+            names = ETHERTYPE_NAMES            # a dict local: a C look-up in the compiled build
+            name = names.get(ethertype)
             if name is None:
                 name = f"ethertype-0x{ethertype:04x}"
         return (name, "", "", None, None, vlans, tunnel_ids)
-    name = IP_PROTO_NAMES.get(proto)
+    names = IP_PROTO_NAMES
+    name = names.get(proto)
     if name is None:
         name = f"ip-{proto}"
     if (proto == 6 or proto == 17) and not fragment and sport is not None:
