@@ -8,7 +8,8 @@ cdef class _Walk:
     cdef readonly bytes data
     cdef readonly Py_ssize_t n, frame_len
     cdef readonly bint records
-    cdef readonly list layers, tunnels, checksums
+    cdef readonly list layers, checksums
+    cdef readonly tuple tunnels
     cdef readonly object problem, vlans, ethertype
     cdef readonly object family, l3, src, dst, ip_proto, fragment, frag_header, l3_end, l3_ok, l4
     cdef readonly object l4_proto, sport, dport, payload_off, payload_len, check_at, seq, ack, tcp_flags, window
@@ -46,6 +47,8 @@ cpdef _Walk walk_frame(bytes data, linktype, Py_ssize_t frame_len, vxlan, geneve
 @cython.locals(data=cython.p_uchar, etype=long, alen=Py_ssize_t, version=long, off=Py_ssize_t)
 cdef Py_ssize_t _link(_Walk walk, linktype) except? -2
 cdef long _TPID_8021Q, _TPID_8021AD, _TPID_QINQ
+cdef long _C_ETH_P_IP, _C_ETH_P_IPV6, _C_ETH_P_TEB
+cdef long _C_IPPROTO_IPIP, _C_IPPROTO_TCP, _C_IPPROTO_UDP, _C_IPPROTO_IPV6, _C_IPPROTO_GRE
 @cython.locals(data=cython.p_uchar, vlans=list, tci=long, inner=long)
 cdef tuple _vlan_tags(_Walk walk, Py_ssize_t off, long etype)
 

@@ -51,6 +51,11 @@ IPPROTO_TCP = 6
 IPPROTO_UDP = 17
 IPPROTO_IPV6 = 41
 IPPROTO_GRE = 47
+# C copies the walk compares with in the compiled build (dissect.pxd): the
+# public names above stay Python integers for the modules that import them
+_C_ETH_P_IP, _C_ETH_P_IPV6, _C_ETH_P_TEB = ETH_P_IP, ETH_P_IPV6, ETH_P_TEB
+_C_IPPROTO_IPIP, _C_IPPROTO_TCP, _C_IPPROTO_UDP, _C_IPPROTO_IPV6, _C_IPPROTO_GRE = \
+    IPPROTO_IPIP, IPPROTO_TCP, IPPROTO_UDP, IPPROTO_IPV6, IPPROTO_GRE
 IPV6_EXT_NAMES = {0: "ipv6-hbh", 43: "ipv6-route", 44: "ipv6-frag", 60: "ipv6-dstopts"}
 
 DEFAULT_VXLAN_PORTS: FrozenSet[int] = frozenset({4789})
@@ -351,10 +356,11 @@ class _Walk:
         self.n = len(data)
         self.frame_len = frame_len
         self.records = records
-        self.layers = []
+        # None: not kept (naming needs no records); the tunnels a tuple, most frames have none
+        self.layers = [] if records else None
         self.problem: Optional[str] = None
-        self.tunnels = []
-        self.checksums = []
+        self.tunnels = ()
+        self.checksums = [] if records else None
         self.vlans: Tuple[int, ...] = ()
         self.ethertype: Optional[int] = None
         self.no_inner()
@@ -429,7 +435,7 @@ def dissect(data, linktype: int = LINKTYPE_ETHERNET, *, wirelen: Optional[int] =
 def walk_frame(data: bytes, linktype: int, frame_len: int, vxlan, geneve, records: bool) -> _Walk:
     """dissect() on arguments already in shape (bytes, a link type, sets of
     ports), left as the walk's state: a Dissection's fields, without the
-    per-layer records and checksums unless ``records``."""
+    per-layer records and checksums (None) unless ``records``."""
     w = _Walk(data, frame_len, records)
     off = _link(w, linktype)
     if off >= 0:
@@ -483,10 +489,10 @@ def _link(walk: _Walk, linktype: int) -> int:
             return -1
         version = data[0] >> 4
         if version == 4:
-            walk.ethertype = ETH_P_IP
+            walk.ethertype = _C_ETH_P_IP
             return 0
         if version == 6:
-            walk.ethertype = ETH_P_IPV6
+            walk.ethertype = _C_ETH_P_IPV6
             return 0
         walk.fail(f"raw IP record with IP version {version}")
         walk.ethertype = 0
@@ -540,7 +546,7 @@ def _ip_header(walk: _Walk, off: int, etype: int, limit: int) -> bool:
     innermost packet (True)."""
     data = walk.data
     records = walk.records
-    if etype == ETH_P_IP:
+    if etype == _C_ETH_P_IP:
         if not walk.need(off, 20, "IPv4"):
             return False
         version = data[off] >> 4
@@ -576,7 +582,7 @@ def _ip_header(walk: _Walk, off: int, etype: int, limit: int) -> bool:
                           ("its header" if tot < ihl else f"the {limit - off} bytes available"))
         walk.found_ip(4, off, proto, off + ihl, end, src, dst, bool(frag & 0x3FFF), False, ok)
         return True
-    if etype == ETH_P_IPV6:
+    if etype == _C_ETH_P_IPV6:
         if not walk.need(off, 40, "IPv6"):
             return False
         version = data[off] >> 4
@@ -663,28 +669,28 @@ def _jumbo_length(data, n: int, start: int, hlen: int) -> int:
 def _network(walk: _Walk, off: int, etype: int, limit: int, vxlan, geneve) -> None:
     """IP headers, tunnels and the transport from off (a link payload of etype)."""
     for _depth in range(MAX_IP_HEADERS):
-        if etype != ETH_P_IP and etype != ETH_P_IPV6:
+        if etype != _C_ETH_P_IP and etype != _C_ETH_P_IPV6:
             return                                  # not IP: named by its ethertype
         if not _ip_header(walk, off, etype, min(limit, walk.frame_len)):
             return
         if walk.fragment:
             return                                  # no transport header to speak of
         family, proto, l4, end, src, dst = walk.family, walk.ip_proto, walk.l4, walk.l3_end, walk.src, walk.dst
-        if proto == IPPROTO_IPIP or proto == IPPROTO_IPV6:
-            inner_etype = ETH_P_IP if proto == IPPROTO_IPIP else ETH_P_IPV6
+        if proto == _C_IPPROTO_IPIP or proto == _C_IPPROTO_IPV6:
+            inner_etype = _C_ETH_P_IP if proto == _C_IPPROTO_IPIP else _C_ETH_P_IPV6
             if not _inner_ip_present(walk, l4, inner_etype, "inner IP"):
                 return
-            walk.tunnels.append(_new(Tunnel, (_IPIP_KIND[(family, proto)], family, src, dst, proto, None, None, None,
-                                              (), off, l4)))
+            walk.tunnels += (_new(Tunnel, (_IPIP_KIND[(family, proto)], family, src, dst, proto, None, None, None, (), off,
+                                        l4)),)
             walk.ethertype = inner_etype
             off, etype, limit = l4, inner_etype, end
             continue
-        if proto == IPPROTO_GRE:
+        if proto == _C_IPPROTO_GRE:
             off = _gre(walk, off, family, src, dst, l4, end)
-        elif proto == IPPROTO_TCP:
+        elif proto == _C_IPPROTO_TCP:
             _tcp(walk, l4, end, family, src, dst)
             return
-        elif proto == IPPROTO_UDP:
+        elif proto == _C_IPPROTO_UDP:
             if not _udp(walk, l4, end, family, src, dst):
                 return
             dport = walk.dport
@@ -705,11 +711,11 @@ def _network(walk: _Walk, off: int, etype: int, limit: int, vxlan, geneve) -> No
 def _inner_ip_present(walk: _Walk, off: int, etype: int, what: str) -> bool:
     """Whether a complete IP header of the right version starts at off (else a problem)."""
     data = walk.data
-    need = 20 if etype == ETH_P_IP else 40
+    need = 20 if etype == _C_ETH_P_IP else 40
     if not walk.need(off, need, what):
         return False
     version = data[off] >> 4
-    if version != (4 if etype == ETH_P_IP else 6):
+    if version != (4 if etype == _C_ETH_P_IP else 6):
         walk.fail(f"{what} header with IP version {version}")
         return False
     return True
@@ -733,7 +739,7 @@ def _enter(walk: _Walk, kind: str, family: int, src: bytes, dst: bytes, ip_proto
         off, etype, vlans = _vlan_tags(walk, inner + 14, etype)
     elif not _inner_ip_present(walk, inner, etype_inner, f"{kind} inner IP"):
         return -1
-    walk.tunnels.append(_new(Tunnel, (kind, family, src, dst, ip_proto, key, sport, dport, vlans, outer_l3, inner)))
+    walk.tunnels += (_new(Tunnel, (kind, family, src, dst, ip_proto, key, sport, dport, vlans, outer_l3, inner)),)
     walk.no_inner()                                 # the innermost packet is now the encapsulated one
     walk.ethertype = etype
     return off
@@ -788,12 +794,12 @@ def _gre(walk: _Walk, outer_l3: int, family: int, src: bytes, dst: bytes, off: i
         walk.checksums.append(_new(Checksum, ("gre", off + 4, off, end, hlen, 0, b"", b"", 0)))
     if routing or version != 0:
         return -1                                   # source routing / PPP payloads are not looked into
-    if proto == ETH_P_TEB:
+    if proto == _C_ETH_P_TEB:
         kind = "gretap" if family == 4 else "ip6gretap"
-        return _enter(walk, kind, family, src, dst, IPPROTO_GRE, key, None, None, outer_l3, off + hlen, 0, True)
-    if proto == ETH_P_IP or proto == ETH_P_IPV6:
+        return _enter(walk, kind, family, src, dst, _C_IPPROTO_GRE, key, None, None, outer_l3, off + hlen, 0, True)
+    if proto == _C_ETH_P_IP or proto == _C_ETH_P_IPV6:
         kind = "gre" if family == 4 else "ip6gre"
-        return _enter(walk, kind, family, src, dst, IPPROTO_GRE, key, None, None, outer_l3, off + hlen, proto, False)
+        return _enter(walk, kind, family, src, dst, _C_IPPROTO_GRE, key, None, None, outer_l3, off + hlen, proto, False)
     return -1
 
 
@@ -811,7 +817,7 @@ def _vxlan(walk: _Walk, outer_l3: int, family: int, src: bytes, dst: bytes, l4: 
     vni = (data[off + 4] << 16) | (data[off + 5] << 8) | data[off + 6]
     if walk.records:
         walk.layers.append(_new(Layer, ("vxlan", off, 8, (("flags", flags), ("vni", vni)))))
-    return _enter(walk, "vxlan", family, src, dst, IPPROTO_UDP, vni, walk.sport, walk.dport, outer_l3, off + 8, 0,
+    return _enter(walk, "vxlan", family, src, dst, _C_IPPROTO_UDP, vni, walk.sport, walk.dport, outer_l3, off + 8, 0,
                   True)
 
 
@@ -834,11 +840,11 @@ def _geneve(walk: _Walk, outer_l3: int, family: int, src: bytes, dst: bytes, l4:
         return -1
     if not walk.need(off, hlen, "GENEVE (with options)"):
         return -1
-    if proto == ETH_P_TEB:
-        return _enter(walk, "geneve", family, src, dst, IPPROTO_UDP, vni, walk.sport, walk.dport, outer_l3,
+    if proto == _C_ETH_P_TEB:
+        return _enter(walk, "geneve", family, src, dst, _C_IPPROTO_UDP, vni, walk.sport, walk.dport, outer_l3,
                       off + hlen, 0, True)
-    if proto == ETH_P_IP or proto == ETH_P_IPV6:
-        return _enter(walk, "geneve", family, src, dst, IPPROTO_UDP, vni, walk.sport, walk.dport, outer_l3,
+    if proto == _C_ETH_P_IP or proto == _C_ETH_P_IPV6:
+        return _enter(walk, "geneve", family, src, dst, _C_IPPROTO_UDP, vni, walk.sport, walk.dport, outer_l3,
                       off + hlen, proto, False)
     return -1
 
@@ -877,7 +883,7 @@ def _tcp(walk: _Walk, l4: int, end: int, family: int, src: bytes, dst: bytes) ->
     if doff < 20:
         walk.fail(f"TCP data offset {doff} < 20")
         return
-    walk.l4_proto = IPPROTO_TCP
+    walk.l4_proto = _C_IPPROTO_TCP
     walk.seq = _word32(data, l4 + 4)
     walk.ack = _word32(data, l4 + 8)
     walk.tcp_flags = data[l4 + 13]
@@ -886,7 +892,7 @@ def _tcp(walk: _Walk, l4: int, end: int, family: int, src: bytes, dst: bytes) ->
     walk.payload_len = max(0, end - l4 - doff)
     walk.check_at = l4 + 16
     if walk.records:
-        walk.checksums.append(_new(Checksum, ("tcp", l4 + 16, l4, end, doff, family, src, dst, IPPROTO_TCP)))
+        walk.checksums.append(_new(Checksum, ("tcp", l4 + 16, l4, end, doff, family, src, dst, _C_IPPROTO_TCP)))
     if l4 + doff > end:
         walk.fail(f"TCP data offset {doff} runs past the IP payload")
     elif n < l4 + doff:
@@ -905,12 +911,12 @@ def _udp(walk: _Walk, l4: int, end: int, family: int, src: bytes, dst: bytes) ->
         walk.layers.append(_new(Layer, ("udp", l4, 8, (("sport", walk.sport), ("dport", walk.dport),
                                                        ("length", (data[l4 + 4] << 8) | data[l4 + 5]),
                                                        ("checksum", (data[l4 + 6] << 8) | data[l4 + 7])))))
-    walk.l4_proto = IPPROTO_UDP
+    walk.l4_proto = _C_IPPROTO_UDP
     walk.payload_off = l4 + 8
     walk.payload_len = max(0, end - l4 - 8)
     walk.check_at = l4 + 6
     if walk.records:
-        walk.checksums.append(_new(Checksum, ("udp", l4 + 6, l4, end, 8, family, src, dst, IPPROTO_UDP)))
+        walk.checksums.append(_new(Checksum, ("udp", l4 + 6, l4, end, 8, family, src, dst, _C_IPPROTO_UDP)))
     if l4 + 8 > end:
         walk.fail("UDP header runs past the IP payload")
     return True
