@@ -14,6 +14,7 @@ cdef class _Walk:
     cdef readonly object family, l3, src, dst, ip_proto, fragment, frag_header, l3_end, l3_ok, l4
     cdef readonly object l4_proto, sport, dport, payload_off, payload_len, check_at, seq, ack, tcp_flags, window
 
+    cdef restart(self, bytes data, Py_ssize_t frame_len, bint records)
     cdef no_inner(self)
     cdef no_transport(self)
     cdef found_ip(self, long family, Py_ssize_t l3, long proto, Py_ssize_t l4, Py_ssize_t end, bytes src,
@@ -42,7 +43,7 @@ cpdef str _addr_format(bytes raw)
 cdef long _word32(const unsigned char* raw, Py_ssize_t at)
 
 @cython.locals(w=_Walk, off=Py_ssize_t)
-cpdef _Walk walk_frame(bytes data, linktype, Py_ssize_t frame_len, vxlan, geneve, bint records)
+cpdef _Walk walk_frame(bytes data, linktype, Py_ssize_t frame_len, vxlan, geneve, bint records, _Walk walk=*)
 
 @cython.locals(data=cython.p_uchar, etype=long, alen=Py_ssize_t, version=long, off=Py_ssize_t)
 cdef Py_ssize_t _link(_Walk walk, linktype) except? -2

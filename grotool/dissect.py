@@ -352,6 +352,10 @@ class _Walk:
                  "tcp_flags", "window")
 
     def __init__(self, data: bytes, frame_len: int, records: bool):
+        self.restart(data, frame_len, records)
+
+    def restart(self, data: bytes, frame_len: int, records: bool) -> None:
+        """Start walking ``data``: every field set again (a walk can be reused)."""
         self.data = data
         self.n = len(data)
         self.frame_len = frame_len
@@ -432,11 +436,17 @@ def dissect(data, linktype: int = LINKTYPE_ETHERNET, *, wirelen: Optional[int] =
                       ack=w.ack, tcp_flags=w.tcp_flags, window=w.window, checksums=tuple(w.checksums))
 
 
-def walk_frame(data: bytes, linktype: int, frame_len: int, vxlan, geneve, records: bool) -> _Walk:
+def walk_frame(data: bytes, linktype: int, frame_len: int, vxlan, geneve, records: bool,
+               walk: Optional[_Walk] = None) -> _Walk:
     """dissect() on arguments already in shape (bytes, a link type, sets of
     ports), left as the walk's state: a Dissection's fields, without the
-    per-layer records and checksums (None) unless ``records``."""
-    w = _Walk(data, frame_len, records)
+    per-layer records and checksums (None) unless ``records``.  ``walk``: a
+    walk to reuse (restarted) instead of a new one."""
+    if walk is None:
+        w = _Walk(data, frame_len, records)
+    else:
+        w = walk
+        w.restart(data, frame_len, records)
     off = _link(w, linktype)
     if off >= 0:
         _network(w, off, w.ethertype, frame_len, vxlan, geneve)
