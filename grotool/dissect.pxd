@@ -51,7 +51,7 @@ cdef long _TPID_8021Q, _TPID_8021AD, _TPID_QINQ
 cdef long _C_ETH_P_IP, _C_ETH_P_IPV6, _C_ETH_P_TEB
 cdef long _C_IPPROTO_IPIP, _C_IPPROTO_TCP, _C_IPPROTO_UDP, _C_IPPROTO_IPV6, _C_IPPROTO_GRE
 @cython.locals(data=cython.p_uchar, vlans=list, tci=long, inner=long)
-cdef tuple _vlan_tags(_Walk walk, Py_ssize_t off, long etype)
+cdef Py_ssize_t _vlan_tags(_Walk walk, Py_ssize_t off, long etype) except? -2
 
 @cython.locals(data=cython.p_uchar, records=bint, version=long, ihl=Py_ssize_t, tot=Py_ssize_t, frag=long,
                proto=long, src=bytes, dst=bytes, fields=tuple, end=Py_ssize_t, ok=bint, plen=Py_ssize_t,
@@ -65,7 +65,7 @@ cdef Py_ssize_t _jumbo_length(const unsigned char* data, Py_ssize_t n, Py_ssize_
 cdef _network(_Walk walk, Py_ssize_t off, long etype, Py_ssize_t limit, vxlan, geneve)
 @cython.locals(data=cython.p_uchar, need=Py_ssize_t, version=long)
 cdef bint _inner_ip_present(_Walk walk, Py_ssize_t off, long etype, str what) except -1
-@cython.locals(data=cython.p_uchar, vlans=tuple, off=Py_ssize_t, etype=long)
+@cython.locals(data=cython.p_uchar, vlans=tuple, link_vlans=tuple, off=Py_ssize_t, etype=long)
 cdef Py_ssize_t _enter(_Walk walk, str kind, long family, bytes src, bytes dst, long ip_proto, key, sport, dport,
                        Py_ssize_t outer_l3, Py_ssize_t inner, long etype_inner, bint ethernet) except? -2
 @cython.locals(data=cython.p_uchar, records=bint, flags=long, proto=long, version=long, csum_flag=long,

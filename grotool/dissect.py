@@ -467,8 +467,7 @@ def _link(walk: _Walk, linktype: int) -> int:
         if walk.records:
             walk.layers.append(_new(Layer, ("eth", 0, 14, (("dst", data[0:6]), ("src", data[6:12]),
                                                            ("ethertype", etype)))))
-        off, walk.ethertype, walk.vlans = _vlan_tags(walk, 14, etype)
-        return off
+        return _vlan_tags(walk, 14, etype)
     if linktype == LINKTYPE_LINUX_SLL:
         if not walk.need(0, 16, "Linux SLL"):
             return -1
@@ -479,8 +478,7 @@ def _link(walk: _Walk, linktype: int) -> int:
                                                            ("hatype", (data[2] << 8) | data[3]),
                                                            ("addr", data[6:6 + min(alen, 8)]),
                                                            ("protocol", etype)))))
-        off, walk.ethertype, walk.vlans = _vlan_tags(walk, 16, etype)
-        return off
+        return _vlan_tags(walk, 16, etype)
     if linktype == LINKTYPE_LINUX_SLL2:
         if not walk.need(0, 20, "Linux SLL2"):
             return -1
@@ -491,8 +489,7 @@ def _link(walk: _Walk, linktype: int) -> int:
                                                             ("hatype", (data[8] << 8) | data[9]),
                                                             ("pkttype", data[10]),
                                                             ("addr", data[12:12 + min(alen, 8)])))))
-        off, walk.ethertype, walk.vlans = _vlan_tags(walk, 20, etype)
-        return off
+        return _vlan_tags(walk, 20, etype)
     if linktype in RAW_LINKTYPES:
         if not walk.n:
             walk.fail("empty raw IP record")
@@ -524,18 +521,21 @@ def _link(walk: _Walk, linktype: int) -> int:
     return -1
 
 
-def _vlan_tags(walk: _Walk, off: int, etype: int):
-    """Skip 802.1Q/802.1ad tags: (payload offset, ethertype, VLAN IDs)."""
+def _vlan_tags(walk: _Walk, off: int, etype: int) -> int:
+    """Skip 802.1Q/802.1ad tags from off: the walk's ethertype and VLAN IDs set
+    (no tuple to return and unpack); the payload offset."""
     data = walk.data
     if etype != _TPID_8021Q and etype != _TPID_8021AD and etype != _TPID_QINQ:    # not in VLAN_TPIDS: C compares
-        return off, etype, ()
+        walk.ethertype = etype
+        walk.vlans = ()
+        return off
     vlans = []
     while etype in VLAN_TPIDS:
         if len(vlans) >= MAX_VLAN_TAGS:
             walk.fail(f"more than {MAX_VLAN_TAGS} VLAN tags")
-            return off, etype, tuple(vlans)
+            break
         if not walk.need(off, 4, "VLAN tag"):
-            return off, etype, tuple(vlans)
+            break
         tci = (data[off] << 8) | data[off + 1]
         inner = (data[off + 2] << 8) | data[off + 3]
         if walk.records:
@@ -545,7 +545,9 @@ def _vlan_tags(walk: _Walk, off: int, etype: int):
         vlans.append(tci & 0x0FFF)
         etype = inner
         off += 4
-    return off, etype, tuple(vlans)
+    walk.ethertype = etype
+    walk.vlans = tuple(vlans)
+    return off
 
 
 # -----------------------------------------------------------------------------
@@ -746,7 +748,10 @@ def _enter(walk: _Walk, kind: str, family: int, src: bytes, dst: bytes, ip_proto
             walk.layers.append(_new(Layer, ("eth", inner, 14, (("dst", data[inner:inner + 6]),
                                                                ("src", data[inner + 6:inner + 12]),
                                                                ("ethertype", etype)))))
-        off, etype, vlans = _vlan_tags(walk, inner + 14, etype)
+        link_vlans = walk.vlans                     # _vlan_tags sets the walk's: these are the tunnel's
+        off = _vlan_tags(walk, inner + 14, etype)
+        etype, vlans = walk.ethertype, walk.vlans
+        walk.vlans = link_vlans
     elif not _inner_ip_present(walk, inner, etype_inner, f"{kind} inner IP"):
         return -1
     walk.tunnels += (_new(Tunnel, (kind, family, src, dst, ip_proto, key, sport, dport, vlans, outer_l3, inner)),)
