@@ -34,6 +34,7 @@ cdef class _PcapRecords(_Records):
 
 cdef Py_ssize_t WRITE_GATHER_BYTES, WRITE_GATHER_PIECES
 cdef bint WRITES_IN_PLACE
+cdef long long _PCAP_FIELD_MAX
 
 cdef void _put_le32(unsigned char *out, unsigned long long value) noexcept
 

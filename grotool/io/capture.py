@@ -60,6 +60,7 @@ WRITE_GATHER_BYTES = 1536 << 10           # three hand-overs in flight: peak RSS
 WRITE_GATHER_PIECES = 1024
 # the first timestamp a pcap record cannot hold: its seconds field is 32 bits
 PCAP_TIME_LIMIT_NS = (0xFFFFFFFF + 1) * 1_000_000_000
+_PCAP_FIELD_MAX = 0xFFFFFFFF            # a record header's 32-bit length fields (a C integer compiled)
 
 
 def _open_binary(path: str) -> BinaryIO:
@@ -789,7 +790,7 @@ class PcapWriter:
             raise InputError(f"{self.path}: packet {self.packets + 1}: timestamp {ts_ns} ns cannot be stored "
                              "in a pcap file (before 1970 or after 2106)")
         ts = ts_ns                       # in range: a C integer in the compiled build
-        if WRITES_IN_PLACE and wirelen is None and n <= 0xFFFFFFFF:
+        if WRITES_IN_PLACE and wirelen is None and n <= _PCAP_FIELD_MAX:
             # the record header's four little-endian 32-bit fields written into a
             # new string (C stores), as the struct below packs them
             record = PyBytes_FromStringAndSize(cython.NULL, 16)
