@@ -8,11 +8,13 @@ cdef class _Walk:
     cdef readonly bytes data
     cdef readonly Py_ssize_t n, frame_len
     cdef readonly bint records
-    cdef readonly list layers, tunnels, checksums
+    cdef readonly list layers, checksums
+    cdef readonly tuple tunnels
     cdef readonly object problem, vlans, ethertype
     cdef readonly object family, l3, src, dst, ip_proto, fragment, frag_header, l3_end, l3_ok, l4
     cdef readonly object l4_proto, sport, dport, payload_off, payload_len, check_at, seq, ack, tcp_flags, window
 
+    cdef restart(self, bytes data, Py_ssize_t frame_len, bint records)
     cdef no_inner(self)
     cdef no_transport(self)
     cdef found_ip(self, long family, Py_ssize_t l3, long proto, Py_ssize_t l4, Py_ssize_t end, bytes src,
@@ -23,22 +25,33 @@ cdef class _Walk:
 cdef dict _IPV6_FORMS
 cdef dict _ADDR_CACHE
 
+cdef bint TEXT_IN_PLACE
+cdef char _ADDR_TEXT[48]                # an address's text: 39 characters at most
+
+cdef Py_ssize_t _put_decimal(char *out, long value) noexcept
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, digit=long)
+cdef Py_ssize_t _put_hex(char *out, long value) noexcept
+
 cpdef str addr_text(raw)
 @cython.locals(octets=cython.p_uchar, a=long, b=long, c=long, d=long, w0=long, w1=long, w2=long, w3=long,
                w4=long, w5=long, w6=long, w7=long, zero_words=long,
-               form=tuple, template=str, run_at=Py_ssize_t, run_len=Py_ssize_t, words=tuple)
+               form=tuple, template=str, run_at=Py_ssize_t, run_len=Py_ssize_t, words=tuple,
+               out=cython.p_char, n=Py_ssize_t, i=Py_ssize_t)
 cpdef str _addr_format(bytes raw)
 
 @cython.locals(top=long)
 cdef long _word32(const unsigned char* raw, Py_ssize_t at)
 
 @cython.locals(w=_Walk, off=Py_ssize_t)
-cpdef _Walk walk_frame(bytes data, linktype, Py_ssize_t frame_len, vxlan, geneve, bint records)
+cpdef _Walk walk_frame(bytes data, linktype, Py_ssize_t frame_len, vxlan, geneve, bint records, _Walk walk=*)
 
 @cython.locals(data=cython.p_uchar, etype=long, alen=Py_ssize_t, version=long, off=Py_ssize_t)
 cdef Py_ssize_t _link(_Walk walk, linktype) except? -2
+cdef long _TPID_8021Q, _TPID_8021AD, _TPID_QINQ
+cdef long _C_ETH_P_IP, _C_ETH_P_IPV6, _C_ETH_P_TEB
+cdef long _C_IPPROTO_IPIP, _C_IPPROTO_TCP, _C_IPPROTO_UDP, _C_IPPROTO_IPV6, _C_IPPROTO_GRE
 @cython.locals(data=cython.p_uchar, vlans=list, tci=long, inner=long)
-cdef tuple _vlan_tags(_Walk walk, Py_ssize_t off, long etype)
+cdef Py_ssize_t _vlan_tags(_Walk walk, Py_ssize_t off, long etype) except? -2
 
 @cython.locals(data=cython.p_uchar, records=bint, version=long, ihl=Py_ssize_t, tot=Py_ssize_t, frag=long,
                proto=long, src=bytes, dst=bytes, fields=tuple, end=Py_ssize_t, ok=bint, plen=Py_ssize_t,
@@ -52,7 +65,7 @@ cdef Py_ssize_t _jumbo_length(const unsigned char* data, Py_ssize_t n, Py_ssize_
 cdef _network(_Walk walk, Py_ssize_t off, long etype, Py_ssize_t limit, vxlan, geneve)
 @cython.locals(data=cython.p_uchar, need=Py_ssize_t, version=long)
 cdef bint _inner_ip_present(_Walk walk, Py_ssize_t off, long etype, str what) except -1
-@cython.locals(data=cython.p_uchar, vlans=tuple, off=Py_ssize_t, etype=long)
+@cython.locals(data=cython.p_uchar, vlans=tuple, link_vlans=tuple, off=Py_ssize_t, etype=long)
 cdef Py_ssize_t _enter(_Walk walk, str kind, long family, bytes src, bytes dst, long ip_proto, key, sport, dport,
                        Py_ssize_t outer_l3, Py_ssize_t inner, long etype_inner, bint ethernet) except? -2
 @cython.locals(data=cython.p_uchar, records=bint, flags=long, proto=long, version=long, csum_flag=long,

@@ -32,6 +32,7 @@ was parsed up to the damage, with ``problem`` saying what stopped it.
 
 from __future__ import annotations
 
+import types
 from typing import Any, Dict, FrozenSet, Iterable, NamedTuple, Optional, Tuple
 
 from .linktypes import (LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, LINKTYPE_LOOP, LOOPBACK_LINKTYPES,
@@ -40,12 +41,20 @@ from .linktypes import (LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SL
 ETH_P_IP = 0x0800
 ETH_P_IPV6 = 0x86DD
 ETH_P_TEB = 0x6558                      # transparent Ethernet bridging (GRE, GENEVE)
-VLAN_TPIDS = (0x8100, 0x88A8, 0x9100)   # 802.1Q, 802.1ad, the older QinQ tag
+_TPID_8021Q = 0x8100
+_TPID_8021AD = 0x88A8
+_TPID_QINQ = 0x9100                     # the older QinQ tag
+VLAN_TPIDS = (_TPID_8021Q, _TPID_8021AD, _TPID_QINQ)
 IPPROTO_IPIP = 4
 IPPROTO_TCP = 6
 IPPROTO_UDP = 17
 IPPROTO_IPV6 = 41
 IPPROTO_GRE = 47
+# C copies the walk compares with in the compiled build (dissect.pxd): the
+# public names above stay Python integers for the modules that import them
+_C_ETH_P_IP, _C_ETH_P_IPV6, _C_ETH_P_TEB = ETH_P_IP, ETH_P_IPV6, ETH_P_TEB
+_C_IPPROTO_IPIP, _C_IPPROTO_TCP, _C_IPPROTO_UDP, _C_IPPROTO_IPV6, _C_IPPROTO_GRE = \
+    IPPROTO_IPIP, IPPROTO_TCP, IPPROTO_UDP, IPPROTO_IPV6, IPPROTO_GRE
 IPV6_EXT_NAMES = {0: "ipv6-hbh", 43: "ipv6-route", 44: "ipv6-frag", 60: "ipv6-dstopts"}
 
 DEFAULT_VXLAN_PORTS: FrozenSet[int] = frozenset({4789})
@@ -211,6 +220,41 @@ def addr_text(raw: bytes) -> str:
     return text
 
 
+def _running_compiled() -> bool:
+    """True when this module runs compiled: its functions are then not Python functions."""
+    return type(_running_compiled) is not types.FunctionType
+
+
+# the compiled build writes address text with C stores into one buffer
+# (_ADDR_TEXT, dissect.pxd) and makes one string of it; the interpreted build
+# formats it (tests/test_naming.py compares both with ipaddress)
+TEXT_IN_PLACE = _running_compiled()
+
+
+def _put_decimal(out, value: int) -> int:
+    """value (0-255) in decimal at out; the digits written (compiled build only)."""
+    if value >= 100:
+        out[0] = 48 + value // 100
+        out[1] = 48 + value // 10 % 10
+        out[2] = 48 + value % 10
+        return 3
+    if value >= 10:
+        out[0] = 48 + value // 10
+        out[1] = 48 + value % 10
+        return 2
+    out[0] = 48 + value
+    return 1
+
+
+def _put_hex(out, value: int) -> int:
+    """value (0-0xffff) as "%x" writes it at out; the digits written (compiled build only)."""
+    n = 4 if value >= 0x1000 else 3 if value >= 0x100 else 2 if value >= 0x10 else 1
+    for i in range(n):
+        digit = (value >> (4 * (n - 1 - i))) & 0xF
+        out[i] = 48 + digit if digit < 10 else 87 + digit
+    return n
+
+
 def _addr_format(raw: bytes) -> str:
     """4 bytes as a dotted quad; 16 as str(ipaddress.IPv6Address(raw)) writes
     them, without building the address objects (they made up a third of naming
@@ -218,6 +262,16 @@ def _addr_format(raw: bytes) -> str:
     octets = raw
     if len(raw) == 4:
         a, b, c, d = octets[0], octets[1], octets[2], octets[3]
+        if TEXT_IN_PLACE:
+            out = _ADDR_TEXT
+            n = _put_decimal(out, a)
+            out[n] = 46                             # "."
+            n += 1 + _put_decimal(out + n + 1, b)
+            out[n] = 46
+            n += 1 + _put_decimal(out + n + 1, c)
+            out[n] = 46
+            n += 1 + _put_decimal(out + n + 1, d)
+            return out[:n].decode("ascii")
         return f"{a}.{b}.{c}.{d}"
     if len(raw) != 16:
         import ipaddress                            # only for the rare forms: a replay need not load it
@@ -241,6 +295,24 @@ def _addr_format(raw: bytes) -> str:
     if form is None:
         form = _IPV6_FORMS[zero_words] = _ipv6_form(zero_words)
     template, run_at, run_len = form
+    if TEXT_IN_PLACE:
+        # the words as the template writes them: "%x" each, ":" between, "::" for the run
+        out = _ADDR_TEXT
+        n = 0
+        i = 0
+        while i < 8:
+            if i == run_at and run_len:
+                out[n] = 58                         # ":"
+                out[n + 1] = 58
+                n += 2
+                i += run_len
+                continue
+            if n and out[n - 1] != 58:
+                out[n] = 58
+                n += 1
+            n += _put_hex(out + n, (octets[2 * i] << 8) | octets[2 * i + 1])
+            i += 1
+        return out[:n].decode("ascii")
     words = (w0, w1, w2, w3, w4, w5, w6, w7)
     if run_len:
         words = words[:run_at] + words[run_at + run_len:]
@@ -283,14 +355,19 @@ class _Walk:
                  "tcp_flags", "window")
 
     def __init__(self, data: bytes, frame_len: int, records: bool):
+        self.restart(data, frame_len, records)
+
+    def restart(self, data: bytes, frame_len: int, records: bool) -> None:
+        """Start walking ``data``: every field set again (a walk can be reused)."""
         self.data = data
         self.n = len(data)
         self.frame_len = frame_len
         self.records = records
-        self.layers = []
+        # None: not kept (naming needs no records); the tunnels a tuple, most frames have none
+        self.layers = [] if records else None
         self.problem: Optional[str] = None
-        self.tunnels = []
-        self.checksums = []
+        self.tunnels = ()
+        self.checksums = [] if records else None
         self.vlans: Tuple[int, ...] = ()
         self.ethertype: Optional[int] = None
         self.no_inner()
@@ -362,11 +439,17 @@ def dissect(data, linktype: int = LINKTYPE_ETHERNET, *, wirelen: Optional[int] =
                       ack=w.ack, tcp_flags=w.tcp_flags, window=w.window, checksums=tuple(w.checksums))
 
 
-def walk_frame(data: bytes, linktype: int, frame_len: int, vxlan, geneve, records: bool) -> _Walk:
+def walk_frame(data: bytes, linktype: int, frame_len: int, vxlan, geneve, records: bool,
+               walk: Optional[_Walk] = None) -> _Walk:
     """dissect() on arguments already in shape (bytes, a link type, sets of
     ports), left as the walk's state: a Dissection's fields, without the
-    per-layer records and checksums unless ``records``."""
-    w = _Walk(data, frame_len, records)
+    per-layer records and checksums (None) unless ``records``.  ``walk``: a
+    walk to reuse (restarted) instead of a new one."""
+    if walk is None:
+        w = _Walk(data, frame_len, records)
+    else:
+        w = walk
+        w.restart(data, frame_len, records)
     off = _link(w, linktype)
     if off >= 0:
         _network(w, off, w.ethertype, frame_len, vxlan, geneve)
@@ -387,8 +470,7 @@ def _link(walk: _Walk, linktype: int) -> int:
         if walk.records:
             walk.layers.append(_new(Layer, ("eth", 0, 14, (("dst", data[0:6]), ("src", data[6:12]),
                                                            ("ethertype", etype)))))
-        off, walk.ethertype, walk.vlans = _vlan_tags(walk, 14, etype)
-        return off
+        return _vlan_tags(walk, 14, etype)
     if linktype == LINKTYPE_LINUX_SLL:
         if not walk.need(0, 16, "Linux SLL"):
             return -1
@@ -399,8 +481,7 @@ def _link(walk: _Walk, linktype: int) -> int:
                                                            ("hatype", (data[2] << 8) | data[3]),
                                                            ("addr", data[6:6 + min(alen, 8)]),
                                                            ("protocol", etype)))))
-        off, walk.ethertype, walk.vlans = _vlan_tags(walk, 16, etype)
-        return off
+        return _vlan_tags(walk, 16, etype)
     if linktype == LINKTYPE_LINUX_SLL2:
         if not walk.need(0, 20, "Linux SLL2"):
             return -1
@@ -411,18 +492,17 @@ def _link(walk: _Walk, linktype: int) -> int:
                                                             ("hatype", (data[8] << 8) | data[9]),
                                                             ("pkttype", data[10]),
                                                             ("addr", data[12:12 + min(alen, 8)])))))
-        off, walk.ethertype, walk.vlans = _vlan_tags(walk, 20, etype)
-        return off
+        return _vlan_tags(walk, 20, etype)
     if linktype in RAW_LINKTYPES:
         if not walk.n:
             walk.fail("empty raw IP record")
             return -1
         version = data[0] >> 4
         if version == 4:
-            walk.ethertype = ETH_P_IP
+            walk.ethertype = _C_ETH_P_IP
             return 0
         if version == 6:
-            walk.ethertype = ETH_P_IPV6
+            walk.ethertype = _C_ETH_P_IPV6
             return 0
         walk.fail(f"raw IP record with IP version {version}")
         walk.ethertype = 0
@@ -444,18 +524,21 @@ def _link(walk: _Walk, linktype: int) -> int:
     return -1
 
 
-def _vlan_tags(walk: _Walk, off: int, etype: int):
-    """Skip 802.1Q/802.1ad tags: (payload offset, ethertype, VLAN IDs)."""
+def _vlan_tags(walk: _Walk, off: int, etype: int) -> int:
+    """Skip 802.1Q/802.1ad tags from off: the walk's ethertype and VLAN IDs set
+    (no tuple to return and unpack); the payload offset."""
     data = walk.data
-    if etype not in VLAN_TPIDS:
-        return off, etype, ()
+    if etype != _TPID_8021Q and etype != _TPID_8021AD and etype != _TPID_QINQ:    # not in VLAN_TPIDS: C compares
+        walk.ethertype = etype
+        walk.vlans = ()
+        return off
     vlans = []
     while etype in VLAN_TPIDS:
         if len(vlans) >= MAX_VLAN_TAGS:
             walk.fail(f"more than {MAX_VLAN_TAGS} VLAN tags")
-            return off, etype, tuple(vlans)
+            break
         if not walk.need(off, 4, "VLAN tag"):
-            return off, etype, tuple(vlans)
+            break
         tci = (data[off] << 8) | data[off + 1]
         inner = (data[off + 2] << 8) | data[off + 3]
         if walk.records:
@@ -465,7 +548,9 @@ def _vlan_tags(walk: _Walk, off: int, etype: int):
         vlans.append(tci & 0x0FFF)
         etype = inner
         off += 4
-    return off, etype, tuple(vlans)
+    walk.ethertype = etype
+    walk.vlans = tuple(vlans)
+    return off
 
 
 # -----------------------------------------------------------------------------
@@ -476,7 +561,7 @@ def _ip_header(walk: _Walk, off: int, etype: int, limit: int) -> bool:
     innermost packet (True)."""
     data = walk.data
     records = walk.records
-    if etype == ETH_P_IP:
+    if etype == _C_ETH_P_IP:
         if not walk.need(off, 20, "IPv4"):
             return False
         version = data[off] >> 4
@@ -512,7 +597,7 @@ def _ip_header(walk: _Walk, off: int, etype: int, limit: int) -> bool:
                           ("its header" if tot < ihl else f"the {limit - off} bytes available"))
         walk.found_ip(4, off, proto, off + ihl, end, src, dst, bool(frag & 0x3FFF), False, ok)
         return True
-    if etype == ETH_P_IPV6:
+    if etype == _C_ETH_P_IPV6:
         if not walk.need(off, 40, "IPv6"):
             return False
         version = data[off] >> 4
@@ -599,28 +684,28 @@ def _jumbo_length(data, n: int, start: int, hlen: int) -> int:
 def _network(walk: _Walk, off: int, etype: int, limit: int, vxlan, geneve) -> None:
     """IP headers, tunnels and the transport from off (a link payload of etype)."""
     for _depth in range(MAX_IP_HEADERS):
-        if etype != ETH_P_IP and etype != ETH_P_IPV6:
+        if etype != _C_ETH_P_IP and etype != _C_ETH_P_IPV6:
             return                                  # not IP: named by its ethertype
         if not _ip_header(walk, off, etype, min(limit, walk.frame_len)):
             return
         if walk.fragment:
             return                                  # no transport header to speak of
         family, proto, l4, end, src, dst = walk.family, walk.ip_proto, walk.l4, walk.l3_end, walk.src, walk.dst
-        if proto == IPPROTO_IPIP or proto == IPPROTO_IPV6:
-            inner_etype = ETH_P_IP if proto == IPPROTO_IPIP else ETH_P_IPV6
+        if proto == _C_IPPROTO_IPIP or proto == _C_IPPROTO_IPV6:
+            inner_etype = _C_ETH_P_IP if proto == _C_IPPROTO_IPIP else _C_ETH_P_IPV6
             if not _inner_ip_present(walk, l4, inner_etype, "inner IP"):
                 return
-            walk.tunnels.append(_new(Tunnel, (_IPIP_KIND[(family, proto)], family, src, dst, proto, None, None, None,
-                                              (), off, l4)))
+            walk.tunnels += (_new(Tunnel, (_IPIP_KIND[(family, proto)], family, src, dst, proto, None, None, None, (), off,
+                                        l4)),)
             walk.ethertype = inner_etype
             off, etype, limit = l4, inner_etype, end
             continue
-        if proto == IPPROTO_GRE:
+        if proto == _C_IPPROTO_GRE:
             off = _gre(walk, off, family, src, dst, l4, end)
-        elif proto == IPPROTO_TCP:
+        elif proto == _C_IPPROTO_TCP:
             _tcp(walk, l4, end, family, src, dst)
             return
-        elif proto == IPPROTO_UDP:
+        elif proto == _C_IPPROTO_UDP:
             if not _udp(walk, l4, end, family, src, dst):
                 return
             dport = walk.dport
@@ -641,11 +726,11 @@ def _network(walk: _Walk, off: int, etype: int, limit: int, vxlan, geneve) -> No
 def _inner_ip_present(walk: _Walk, off: int, etype: int, what: str) -> bool:
     """Whether a complete IP header of the right version starts at off (else a problem)."""
     data = walk.data
-    need = 20 if etype == ETH_P_IP else 40
+    need = 20 if etype == _C_ETH_P_IP else 40
     if not walk.need(off, need, what):
         return False
     version = data[off] >> 4
-    if version != (4 if etype == ETH_P_IP else 6):
+    if version != (4 if etype == _C_ETH_P_IP else 6):
         walk.fail(f"{what} header with IP version {version}")
         return False
     return True
@@ -666,10 +751,13 @@ def _enter(walk: _Walk, kind: str, family: int, src: bytes, dst: bytes, ip_proto
             walk.layers.append(_new(Layer, ("eth", inner, 14, (("dst", data[inner:inner + 6]),
                                                                ("src", data[inner + 6:inner + 12]),
                                                                ("ethertype", etype)))))
-        off, etype, vlans = _vlan_tags(walk, inner + 14, etype)
+        link_vlans = walk.vlans                     # _vlan_tags sets the walk's: these are the tunnel's
+        off = _vlan_tags(walk, inner + 14, etype)
+        etype, vlans = walk.ethertype, walk.vlans
+        walk.vlans = link_vlans
     elif not _inner_ip_present(walk, inner, etype_inner, f"{kind} inner IP"):
         return -1
-    walk.tunnels.append(_new(Tunnel, (kind, family, src, dst, ip_proto, key, sport, dport, vlans, outer_l3, inner)))
+    walk.tunnels += (_new(Tunnel, (kind, family, src, dst, ip_proto, key, sport, dport, vlans, outer_l3, inner)),)
     walk.no_inner()                                 # the innermost packet is now the encapsulated one
     walk.ethertype = etype
     return off
@@ -724,12 +812,12 @@ def _gre(walk: _Walk, outer_l3: int, family: int, src: bytes, dst: bytes, off: i
         walk.checksums.append(_new(Checksum, ("gre", off + 4, off, end, hlen, 0, b"", b"", 0)))
     if routing or version != 0:
         return -1                                   # source routing / PPP payloads are not looked into
-    if proto == ETH_P_TEB:
+    if proto == _C_ETH_P_TEB:
         kind = "gretap" if family == 4 else "ip6gretap"
-        return _enter(walk, kind, family, src, dst, IPPROTO_GRE, key, None, None, outer_l3, off + hlen, 0, True)
-    if proto == ETH_P_IP or proto == ETH_P_IPV6:
+        return _enter(walk, kind, family, src, dst, _C_IPPROTO_GRE, key, None, None, outer_l3, off + hlen, 0, True)
+    if proto == _C_ETH_P_IP or proto == _C_ETH_P_IPV6:
         kind = "gre" if family == 4 else "ip6gre"
-        return _enter(walk, kind, family, src, dst, IPPROTO_GRE, key, None, None, outer_l3, off + hlen, proto, False)
+        return _enter(walk, kind, family, src, dst, _C_IPPROTO_GRE, key, None, None, outer_l3, off + hlen, proto, False)
     return -1
 
 
@@ -747,7 +835,7 @@ def _vxlan(walk: _Walk, outer_l3: int, family: int, src: bytes, dst: bytes, l4: 
     vni = (data[off + 4] << 16) | (data[off + 5] << 8) | data[off + 6]
     if walk.records:
         walk.layers.append(_new(Layer, ("vxlan", off, 8, (("flags", flags), ("vni", vni)))))
-    return _enter(walk, "vxlan", family, src, dst, IPPROTO_UDP, vni, walk.sport, walk.dport, outer_l3, off + 8, 0,
+    return _enter(walk, "vxlan", family, src, dst, _C_IPPROTO_UDP, vni, walk.sport, walk.dport, outer_l3, off + 8, 0,
                   True)
 
 
@@ -770,11 +858,11 @@ def _geneve(walk: _Walk, outer_l3: int, family: int, src: bytes, dst: bytes, l4:
         return -1
     if not walk.need(off, hlen, "GENEVE (with options)"):
         return -1
-    if proto == ETH_P_TEB:
-        return _enter(walk, "geneve", family, src, dst, IPPROTO_UDP, vni, walk.sport, walk.dport, outer_l3,
+    if proto == _C_ETH_P_TEB:
+        return _enter(walk, "geneve", family, src, dst, _C_IPPROTO_UDP, vni, walk.sport, walk.dport, outer_l3,
                       off + hlen, 0, True)
-    if proto == ETH_P_IP or proto == ETH_P_IPV6:
-        return _enter(walk, "geneve", family, src, dst, IPPROTO_UDP, vni, walk.sport, walk.dport, outer_l3,
+    if proto == _C_ETH_P_IP or proto == _C_ETH_P_IPV6:
+        return _enter(walk, "geneve", family, src, dst, _C_IPPROTO_UDP, vni, walk.sport, walk.dport, outer_l3,
                       off + hlen, proto, False)
     return -1
 
@@ -813,7 +901,7 @@ def _tcp(walk: _Walk, l4: int, end: int, family: int, src: bytes, dst: bytes) ->
     if doff < 20:
         walk.fail(f"TCP data offset {doff} < 20")
         return
-    walk.l4_proto = IPPROTO_TCP
+    walk.l4_proto = _C_IPPROTO_TCP
     walk.seq = _word32(data, l4 + 4)
     walk.ack = _word32(data, l4 + 8)
     walk.tcp_flags = data[l4 + 13]
@@ -822,7 +910,7 @@ def _tcp(walk: _Walk, l4: int, end: int, family: int, src: bytes, dst: bytes) ->
     walk.payload_len = max(0, end - l4 - doff)
     walk.check_at = l4 + 16
     if walk.records:
-        walk.checksums.append(_new(Checksum, ("tcp", l4 + 16, l4, end, doff, family, src, dst, IPPROTO_TCP)))
+        walk.checksums.append(_new(Checksum, ("tcp", l4 + 16, l4, end, doff, family, src, dst, _C_IPPROTO_TCP)))
     if l4 + doff > end:
         walk.fail(f"TCP data offset {doff} runs past the IP payload")
     elif n < l4 + doff:
@@ -841,12 +929,12 @@ def _udp(walk: _Walk, l4: int, end: int, family: int, src: bytes, dst: bytes) ->
         walk.layers.append(_new(Layer, ("udp", l4, 8, (("sport", walk.sport), ("dport", walk.dport),
                                                        ("length", (data[l4 + 4] << 8) | data[l4 + 5]),
                                                        ("checksum", (data[l4 + 6] << 8) | data[l4 + 7])))))
-    walk.l4_proto = IPPROTO_UDP
+    walk.l4_proto = _C_IPPROTO_UDP
     walk.payload_off = l4 + 8
     walk.payload_len = max(0, end - l4 - 8)
     walk.check_at = l4 + 6
     if walk.records:
-        walk.checksums.append(_new(Checksum, ("udp", l4 + 6, l4, end, 8, family, src, dst, IPPROTO_UDP)))
+        walk.checksums.append(_new(Checksum, ("udp", l4 + 6, l4, end, 8, family, src, dst, _C_IPPROTO_UDP)))
     if l4 + 8 > end:
         walk.fail("UDP header runs past the IP payload")
     return True

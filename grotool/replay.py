@@ -178,7 +178,7 @@ def _deliver(out: list, fix, collector, after, writer) -> None:
         if after is not None:
             after(d)
         if writer is not None:
-            writer.write(d.ts, d.data)
+            writer.write_ts(d.ts, d.data)
 
 
 def _feed_records(records, engine, fix, collector, after, writer, interface, verifier, mtu: int, reader,

@@ -113,7 +113,7 @@ def test_naming_walk_has_the_dissection_fields_without_the_records():
             for vxlan, geneve in ((DEFAULT_VXLAN_PORTS, DEFAULT_GENEVE_PORTS), (frozenset(), frozenset())):
                 d = dissect(data, linktype, vxlan_ports=vxlan, geneve_ports=geneve)
                 w = walk_frame(data, linktype, len(data), vxlan, geneve, False)
-                assert w.layers == [] and w.checksums == []
+                assert w.layers is None and w.checksums is None
                 walked = {name: getattr(w, name) for name in Dissection._fields
                           if name not in ("linktype", "caplen", "frame_len", "layers", "checksums", "tunnels")}
                 assert len(walked) == len(Dissection._fields) - 6

@@ -34,6 +34,7 @@ cdef class _PcapRecords(_Records):
 
 cdef Py_ssize_t WRITE_GATHER_BYTES, WRITE_GATHER_PIECES
 cdef bint WRITES_IN_PLACE
+cdef long long _PCAP_FIELD_MAX, _PCAP_TIME_LIMIT
 
 cdef void _put_le32(unsigned char *out, unsigned long long value) noexcept
 
@@ -42,5 +43,6 @@ cdef class PcapWriter:
     cdef public Py_ssize_t packets, _pending_bytes
     cdef public list _pending
 
-    @cython.locals(n=cython.Py_ssize_t, ts=cython.longlong, record=bytes, out=cython.p_uchar)
     cpdef write(self, ts_ns, data, wirelen=*)
+    @cython.locals(n=cython.Py_ssize_t, record=bytes, out=cython.p_uchar)
+    cpdef write_ts(self, long long ts, data, wirelen=*)

@@ -60,6 +60,8 @@ WRITE_GATHER_BYTES = 1536 << 10           # three hand-overs in flight: peak RSS
 WRITE_GATHER_PIECES = 1024
 # the first timestamp a pcap record cannot hold: its seconds field is 32 bits
 PCAP_TIME_LIMIT_NS = (0xFFFFFFFF + 1) * 1_000_000_000
+_PCAP_FIELD_MAX = 0xFFFFFFFF            # a record header's 32-bit length fields (a C integer compiled)
+_PCAP_TIME_LIMIT = PCAP_TIME_LIMIT_NS   # a C integer compiled (PcapWriter.write_ts)
 
 
 def _open_binary(path: str) -> BinaryIO:
@@ -784,12 +786,17 @@ class PcapWriter:
         self._pack = struct.Struct("<IIII").pack
 
     def write(self, ts_ns: int, data, wirelen: Optional[int] = None) -> None:
-        n = len(data)
         if not 0 <= ts_ns < PCAP_TIME_LIMIT_NS:
-            raise InputError(f"{self.path}: packet {self.packets + 1}: timestamp {ts_ns} ns cannot be stored "
-                             "in a pcap file (before 1970 or after 2106)")
-        ts = ts_ns                       # in range: a C integer in the compiled build
-        if WRITES_IN_PLACE and wirelen is None and n <= 0xFFFFFFFF:
+            raise self._unstorable(ts_ns)
+        self.write_ts(ts_ns, data, wirelen)
+
+    def write_ts(self, ts: int, data, wirelen: Optional[int] = None) -> None:
+        """write() of a timestamp known to fit 64 bits (an engine delivery's): a C
+        integer from the compiled replay loop, no Python integer made for it."""
+        n = len(data)
+        if not 0 <= ts < _PCAP_TIME_LIMIT:
+            raise self._unstorable(ts)
+        if WRITES_IN_PLACE and wirelen is None and n <= _PCAP_FIELD_MAX:
             # the record header's four little-endian 32-bit fields written into a
             # new string (C stores), as the struct below packs them
             record = PyBytes_FromStringAndSize(cython.NULL, 16)
@@ -809,6 +816,10 @@ class PcapWriter:
         self._pending_bytes += 16 + n
         if self._pending_bytes >= WRITE_GATHER_BYTES or len(pending) >= WRITE_GATHER_PIECES:
             self._flush_pending()
+
+    def _unstorable(self, ts_ns: int) -> InputError:
+        return InputError(f"{self.path}: packet {self.packets + 1}: timestamp {ts_ns} ns cannot be stored "
+                          "in a pcap file (before 1970 or after 2106)")
 
     def _flush_pending(self) -> None:
         pending = self._pending

@@ -3,13 +3,15 @@
 cimport cython
 from grotool.dissect cimport _Walk, walk_frame, addr_text
 
+@cython.locals(names=dict)
 cdef tuple _flow(src, dst, proto, fragment, sport, dport, vlans, ethertype, problem, tunnels)
 @cython.locals(w=_Walk)
-cpdef tuple _describe(linktype, data, vxlan, geneve)
+cpdef tuple _describe(linktype, data, vxlan, geneve, _Walk walk=*)
 
 cdef class FlowNamer:
     cdef public object linktype, vxlan_ports, geneve_ports
     cdef public dict _cache
+    cdef _Walk _walk
 
     cpdef tuple describe(self, data)
     cpdef tuple name(self, key, data)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, Optional, Tuple
 
-from ..dissect import DEFAULT_GENEVE_PORTS, DEFAULT_VXLAN_PORTS, Dissection, addr_text, walk_frame
+from ..dissect import DEFAULT_GENEVE_PORTS, DEFAULT_VXLAN_PORTS, Dissection, _Walk, addr_text, walk_frame
 from ..linktypes import LINKTYPE_ETHERNET
 
 ETHERTYPE_NAMES = {0x0806: "arp", 0x88CC: "lldp", 0x8035: "rarp", 0x88B5: "local", 0x8863: "pppoe-d",
@@ -35,11 +35,13 @@ def _flow(src, dst, proto, fragment, sport, dport, vlans, ethertype, problem, tu
         if ethertype is None:
             name = "truncated" if problem and problem.startswith("truncated") else "unparsed"
         else:
-            name = ETHERTYPE_NAMES.get(ethertype)
+            names = ETHERTYPE_NAMES            # a dict local: a C look-up in the compiled build
+            name = names.get(ethertype)
             if name is None:
                 name = f"ethertype-0x{ethertype:04x}"
         return (name, "", "", None, None, vlans, tunnel_ids)
-    name = IP_PROTO_NAMES.get(proto)
+    names = IP_PROTO_NAMES
+    name = names.get(proto)
     if name is None:
         name = f"ip-{proto}"
     if (proto == 6 or proto == 17) and not fragment and sport is not None:
@@ -55,10 +57,11 @@ def describe(linktype: int, data: bytes, *, vxlan_ports: Iterable[int] = DEFAULT
     return _describe(linktype, data, vxlan, geneve)
 
 
-def _describe(linktype: int, data, vxlan, geneve) -> FlowTuple:
-    """describe() on sets of ports: dissect() without the per-layer records."""
+def _describe(linktype: int, data, vxlan, geneve, walk: Optional[_Walk] = None) -> FlowTuple:
+    """describe() on sets of ports: dissect() without the per-layer records
+    (in ``walk``, reused, when given)."""
     data = data if type(data) is bytes else bytes(data)
-    w = walk_frame(data, LINKTYPE_ETHERNET if linktype is None else linktype, len(data), vxlan, geneve, False)
+    w = walk_frame(data, LINKTYPE_ETHERNET if linktype is None else linktype, len(data), vxlan, geneve, False, walk)
     return _flow(w.src, w.dst, w.ip_proto, w.fragment, w.sport, w.dport, w.vlans, w.ethertype, w.problem, w.tunnels)
 
 
@@ -76,10 +79,12 @@ class FlowNamer:
         self.vxlan_ports = frozenset(vxlan_ports)
         self.geneve_ports = frozenset(geneve_ports)
         self._cache: Dict[bytes, FlowTuple] = {}
+        # one walk for every name: a new flow costs no walk object (nor freeing one)
+        self._walk = _Walk(b"", 0, False)
 
     def describe(self, data: bytes) -> FlowTuple:
         """The flow tuple of these bytes, uncached."""
-        return _describe(self.linktype, data, self.vxlan_ports, self.geneve_ports)
+        return _describe(self.linktype, data, self.vxlan_ports, self.geneve_ports, self._walk)
 
     def __call__(self, key: bytes, data: bytes) -> FlowTuple:
         return self.name(key, data)

@@ -31,4 +31,4 @@ cdef class StatsCollector:
     # _name(..., False) without it (add, once per new flow identity)
     cpdef tuple describe(self, delivery)
     @cython.locals(flow_namer=FlowNamer)
-    cpdef tuple _name(self, delivery, bint cached)
+    cpdef tuple _name(self, interface, key, data, bint cached)

@@ -214,19 +214,19 @@ class StatsCollector:
     def describe(self, delivery) -> FlowTuple:
         """A delivery's (or decision event's) flow, through the namer's cache by
         flow identity."""
-        return self._name(delivery, True)
+        return self._name(delivery.interface, delivery.key, delivery.data, True)
 
-    def _name(self, delivery, cached: bool) -> FlowTuple:
-        """describe(), or with cached False past the namer's cache: add() names
-        each new flow identity once, its _by_key being that cache already."""
-        interface = delivery.interface
+    def _name(self, interface: int, key: bytes, data: bytes, cached: bool) -> FlowTuple:
+        """describe() of a delivery's fields, or with cached False past the namer's
+        cache: add() names each new flow identity once, its _by_key being that
+        cache already."""
         namer = self.namer if not interface else self._namer_of(interface)
         if type(namer) is FlowNamer:
             flow_namer = namer          # typed in the compiled build: a C call, not the call protocol
             if cached:
-                return flow_namer.name(delivery.key, delivery.data)
-            return flow_namer.describe(delivery.data)
-        return namer(delivery.key, delivery.data)
+                return flow_namer.name(key, data)
+            return flow_namer.describe(data)
+        return namer(key, data)
 
     def interface_name(self, interface: int) -> str:
         for info in self.interfaces:
@@ -258,12 +258,17 @@ class StatsCollector:
             key = (interface, key)
         fs = self._by_key.get(key) if key else None
         if fs is None:
-            flow = self._name(delivery, False)
-            fs = self.flows.get((interface, flow))
-            if fs is None:
-                fs = self.flows[(interface, flow)] = FlowStats(flow, interface)
-            if key and len(self._by_key) < 1_000_000:
-                self._by_key[key] = fs
+            flow = self._name(interface, delivery.key, delivery.data, False)
+            if key:
+                # a new flow identity is nearly always a new flow: one look-up that
+                # inserts (hashing the flow tuple once), its record made beforehand
+                fs = self.flows.setdefault((interface, flow), FlowStats(flow, interface))
+                if len(self._by_key) < 1_000_000:
+                    self._by_key[key] = fs
+            else:
+                fs = self.flows.get((interface, flow))
+                if fs is None:
+                    fs = self.flows[(interface, flow)] = FlowStats(flow, interface)
         segs = delivery.segs
         reason = delivery.reason
         fs.packets_in += segs
