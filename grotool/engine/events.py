@@ -17,7 +17,7 @@ from typing import Callable, List, Optional, Tuple
 from .config import GRO_HASH_BUCKETS
 from .evidence import evidence, flush_evidence, version_row
 from .reasons import REASONS
-from .skb import segment_indices
+from .skb import rebase, segment_indices
 
 SCHEMA = "grotool.events/1"
 FRAME_OUTCOMES = ("merged", "held", "sent_up")
@@ -129,6 +129,9 @@ class EventRecorder:
             normal(skb, reason)
 
         def recording_receive(skb):
+            # the frame gets its own bytes first: the evidence reads the arriving
+            # frame and the held packet's at the same header offsets
+            rebase(skb)
             state["skb"] = skb
             state["sent"] = None
             completed: List = []

@@ -4,7 +4,7 @@
 # on one instance.  No rule lives here.
 cimport cython
 from cpython.bytearray cimport PyByteArray_FromStringAndSize
-from grotool.engine.skb cimport Delivery, Skb, Stats, new_delivery, new_super_packet
+from grotool.engine.skb cimport Delivery, Skb, Stats, new_delivery, new_super_packet, rebase
 
 cdef int GRO_HASH_BUCKETS, MAX_GRO_SKBS, GRO_LEGACY_MAX_SIZE
 cdef dict PACKET_OFFLOADS

@@ -18,7 +18,7 @@ else:
 from .config import GRO_HASH_BUCKETS, GRO_LEGACY_MAX_SIZE, MAX_GRO_SKBS, Settings
 from .hoststate import HostSockets
 from .kernels import cached_profile
-from .skb import Delivery, Skb, Stats, new_delivery, new_super_packet
+from .skb import Delivery, Skb, Stats, new_delivery, new_super_packet, rebase
 from . import offloads
 from .offloads import PACKET_OFFLOADS, packet_offload
 from .ipv6 import KEY_FIELDS, KEY_FIELDS_WITH_HOPLIMIT      # (after offloads, which imports ipv6)
@@ -151,10 +151,11 @@ class GroNode:
     def hold(self, bucket: Bucket, skb: Skb) -> None:
         """GRO_HELD: the packet becomes the head of a new aggregate."""
         skb.age = self.jiffies
-        skb.payload_len = gro_len = len(skb.data) - skb.off    # skb_gro_len
+        rebase(skb)                                  # it outlives the reader's buffer
+        skb.payload_len = gro_len = skb.end - skb.off    # skb_gro_len
         skb.gso_size = gro_len                       # dev_gro_receive: gso_size = skb_gro_len
         skb.merged = []
-        skb.length = len(skb.data) - skb.l2_len   # p->len: from the network header
+        skb.length = skb.end - skb.l2_len   # p->len: from the network header (start is 0 now)
         skb.ip_fixedid = 0
         skb.flag_or = 0
         skb.encapsulation = 0
@@ -193,7 +194,7 @@ class GroNode:
             return skb.flush                         # -E2BIG on a flagged skb
         data = skb.data
         off = skb.off
-        length = len(data) - off
+        length = skb.end - off
         # merge_allowed_size, inlined for the common case that fits everywhere
         total = p.length + length
         if total >= self.size_check_from:
@@ -215,10 +216,10 @@ class GroNode:
             # a flagged skb is refused, as skb_gro_receive does (row C11)
             return skb.flush
         data = skb.data
-        if p.length + len(data) - skb.l2_len >= 65536:
+        if p.length + skb.end - skb.start - skb.l2_len >= 65536:
             # the limit is fixed: gro_max_size is not consulted
             return "flist_max_size"
-        length = len(data) - skb.off
+        length = skb.end - skb.off
         skb.payload_len = length
         p.merged.append(skb)
         p.count += 1
@@ -251,7 +252,7 @@ class GroNode:
         # the key is a full flow identity, and skb.off the payload start, only once TCP has parsed it
         parsed = bool(skb.l4_off)
         self.normal_one(new_delivery(skb, reason, skb.key if parsed else b"",
-                                     len(skb.data) - skb.off if parsed else 0, self.queue, self.poll, ""))
+                                     skb.end - skb.off if parsed else 0, self.queue, self.poll, ""))
 
     def normal_one(self, delivery: Delivery) -> None:
         """gro_normal_one: rx_count counts segments; a full batch goes to the stack."""

@@ -9,6 +9,8 @@ from libc.string cimport memcpy
 
 cdef class Skb:
     cdef public bytes data
+    cdef public Py_ssize_t start
+    cdef public Py_ssize_t end
     cdef public long long ts
     cdef public Py_ssize_t index
     cdef public long long hash
@@ -81,13 +83,14 @@ cpdef _fill(Delivery delivery, long long ts, bytes data, Py_ssize_t segs, str re
 cpdef tuple segment_indices(Skb head)
 @cython.locals(merged=list)
 cpdef tuple merged_payload_lens(Skb head)
-@cython.locals(delivery=Delivery)
+@cython.locals(delivery=Delivery, data=bytes)
 cpdef Delivery new_delivery(Skb skb, str reason, bytes key, Py_ssize_t payload, Py_ssize_t queue, Py_ssize_t poll,
                             str layer)
 @cython.locals(delivery=Delivery)
 cpdef Delivery new_super_packet(Skb p, bytearray header, str reason, tuple gso_type, Py_ssize_t queue,
                                 Py_ssize_t poll, str layer)
-cdef inline unsigned char *_copy_waiting(unsigned char *dst, bytes key, unsigned char *src, Py_ssize_t head,
+cdef inline unsigned char *_copy_waiting(unsigned char *dst, bytes key, unsigned char *src, Py_ssize_t start,
+                                         Py_ssize_t head,
                                          Py_ssize_t at0, Py_ssize_t n0, Py_ssize_t at1, Py_ssize_t n1)
 @cython.locals(head=Py_ssize_t, key=bytes, at0=Py_ssize_t, n0=Py_ssize_t, at1=Py_ssize_t, n1=Py_ssize_t,
                size=Py_ssize_t, k=Py_ssize_t, out=bytes, dst=cython.p_uchar, src=cython.p_uchar)
@@ -107,4 +110,8 @@ cpdef bytes _join_super_packet(bytearray header, Skb p)
 cpdef _init_skb(Skb skb, bytes data, long long ts, Py_ssize_t index, Py_ssize_t l2_len, long long hash_,
                 int protocol, bytes key)
 @cython.locals(skb=Skb)
-cpdef Skb new_skb(bytes data, long long ts, Py_ssize_t index, Py_ssize_t l2_len, int protocol, bytes key)
+cpdef Skb new_skb(bytes data, Py_ssize_t start, Py_ssize_t end, long long ts, Py_ssize_t index, Py_ssize_t l2_len,
+                  int protocol, bytes key)
+cpdef bytes frame_bytes(Skb skb)
+@cython.locals(start=Py_ssize_t)
+cpdef void rebase(Skb skb)

@@ -40,13 +40,17 @@ def _slots_repr(cls, obj) -> str:
 class Skb:
     __slots__ = (
         # incoming packet, napi_gro_cb style
-        "data",          # bytes: the whole frame, link header included
+        "data",          # bytes holding the frame, link header included, at [start, end): a
+                         # received frame may lie in the capture reader's buffer (no copy);
+                         # a held packet's is its own string (start 0, see rebase)
+        "start",         # the frame's first byte in data; every offset below counts from data[0]
+        "end",           # one past the frame's last byte in data
         "ts",            # capture timestamp, ns
         "index",         # 0-based position in the capture
         "hash",          # skb->hash (raw RSS hash, 0 without RSS)
         "l2_len",        # bytes of link header before skb->data (ETH_HLEN for Ethernet)
         "protocol",      # skb->protocol: the ethertype after the link header
-        "off",           # skb_gro_offset, from the start of the frame
+        "off",           # skb_gro_offset (as an offset in data: the frame's start + skb_gro_offset)
         "flush",         # None or the reason that forbids holding/merging this skb
         "proto",         # innermost L4 protocol number recorded by the IP layer
         "key",           # same-flow identity: the header bytes every layer compares
@@ -88,12 +92,48 @@ class Skb:
 
     def gro_len(self) -> int:
         """skb_gro_len: bytes after the headers consumed so far."""
-        return len(self.data) - self.off
+        return self.end - self.off
+
+    @property
+    def frame(self) -> bytes:
+        """The frame's bytes (a copy when it lies in a larger buffer)."""
+        return frame_bytes(self)
+
+
+def frame_bytes(skb) -> bytes:
+    """The bytes of skb's frame: data itself, or its [start, end) slice."""
+    data = skb.data
+    if skb.start == 0 and skb.end == len(data):
+        return data
+    return data[skb.start:skb.end]
+
+
+def rebase(skb) -> None:
+    """Give a frame that lies in a larger buffer its own string, and every
+    offset with it: a packet GRO holds outlives the reader's buffer, and its
+    completion rebuilds a header counted from the frame's start."""
+    start = skb.start
+    if start == 0 and skb.end == len(skb.data):
+        return
+    skb.data = skb.data[start:skb.end]
+    skb.end -= start
+    skb.start = 0
+    skb.off -= start
+    skb.network_offsets[0] -= start
+    skb.network_offsets[1] -= start
+    if skb.l4_off:
+        skb.l4_off -= start
+    if skb.key_n:
+        skb.key_at -= start
+    if skb.key_n2:
+        skb.key_at2 -= start
 
 
 def _init_skb(skb, data, ts, index, l2_len, hash_, protocol, key) -> None:
     # every field is set here (the compiled build gives each a C type)
     skb.data = data
+    skb.start = 0
+    skb.end = len(data)
     skb.ts = ts
     skb.index = index
     skb.hash = hash_
@@ -131,11 +171,17 @@ def _init_skb(skb, data, ts, index, l2_len, hash_, protocol, key) -> None:
     skb.merged = None
 
 
-def new_skb(data, ts, index, l2_len, protocol, key) -> Skb:
-    """Skb(data, ts, index, l2_len, 0, protocol, key) for the per-frame path
-    (the compiled build makes it without the Python call protocol)."""
+def new_skb(data, start, end, ts, index, l2_len, protocol, key) -> Skb:
+    """Skb(data, ts, index, l2_len, 0, protocol, key) for the per-frame path,
+    its frame at data[start:end] (the compiled build makes it without the
+    Python call protocol)."""
     skb = Skb.__new__(Skb)
     _init_skb(skb, data, ts, index, l2_len, 0, protocol, key)
+    if start or end != len(data):
+        skb.start = start
+        skb.end = end
+        skb.off = start + l2_len
+        skb.network_offsets[0] = skb.network_offsets[1] = start + l2_len
     return skb
 
 
@@ -188,8 +234,11 @@ class Delivery:
         that writes no packets never copies them."""
         data = self._data
         if data is None:
-            data = self._data = _join_super_packet(self._header, self._head)
-            self._header = None
+            if self._header is None:
+                data = self._data = frame_bytes(self._head)     # a frame that lay in a larger buffer
+            else:
+                data = self._data = _join_super_packet(self._header, self._head)
+                self._header = None
         return data
 
     @data.setter
@@ -288,9 +337,13 @@ def new_delivery(skb, reason, key, payload, queue, poll, layer) -> Delivery:
     indices are read from the skb when asked for (the compiled build makes it
     without the Python call protocol)."""
     delivery = Delivery.__new__(Delivery)
-    _fill(delivery, skb.ts, skb.data, 1, reason, None, key, 0, (), payload, queue, poll, layer,
+    data = skb.data
+    _fill(delivery, skb.ts, data, 1, reason, None, key, 0, (), payload, queue, poll, layer,
           0, 0, 0, (), False, 0, None)
     delivery._head = skb
+    if skb.start or skb.end != len(data):
+        delivery._data = None                   # sliced from its buffer when read
+        delivery.frame_len = skb.end - skb.start
     return delivery
 
 
@@ -309,13 +362,13 @@ def new_super_packet(p, header, reason, gso_type, queue, poll, layer) -> Deliver
     return delivery
 
 
-def _copy_waiting(dst, key, src, head, at0, n0, at1, n1):
+def _copy_waiting(dst, key, src, start, head, at0, n0, at1, n1):
     """Compiled build only: copies ``key``, then the waiting bytes of the frame
-    at ``src`` (its first ``head`` bytes and the ranges at0/n0, at1/n1) to
-    ``dst``; returns where the copy ends."""
+    at ``src + start`` (its first ``head`` bytes) and of ``src`` (the ranges
+    at0/n0, at1/n1) to ``dst``; returns where the copy ends."""
     memcpy(dst, cython.cast(cython.p_uchar, key), len(key))
     dst += len(key)
-    memcpy(dst, src, head)
+    memcpy(dst, src + start, head)
     dst += head
     memcpy(dst, src + at0, n0)
     dst += n0
@@ -341,21 +394,22 @@ def extend_key(skb, data, at, n, at2=0, n2=0) -> None:
     skb.key_n2 = 0
     if cython.compiled:
         size = len(data)
-        if (head <= size and 0 <= at0 and 0 <= n0 and at0 + n0 <= size and 0 <= at1 and 0 <= n1
+        if (0 <= skb.start and skb.start + head <= size and 0 <= at0 and 0 <= n0 and at0 + n0 <= size and 0 <= at1 and 0 <= n1
                 and at1 + n1 <= size and 0 <= at and 0 <= n and at + n <= size and 0 <= at2 and 0 <= n2
                 and at2 + n2 <= size):
             k = len(key)
             out = PyBytes_FromStringAndSize(cython.NULL, k + head + n0 + n1 + n + n2)
             dst = out
             src = data
-            dst = _copy_waiting(dst, key, src, head, at0, n0, at1, n1)
+            dst = _copy_waiting(dst, key, src, skb.start, head, at0, n0, at1, n1)
             memcpy(dst, src + at, n)
             memcpy(dst + n, src + at2, n2)
             skb.key = out
             return
     if head or n0 or n1 or n2:
-        skb.key = b"".join((key, data[:head], data[at0:at0 + n0], data[at1:at1 + n1], data[at:at + n],
-                            data[at2:at2 + n2]))
+        start = skb.start
+        skb.key = b"".join((key, data[start:start + head], data[at0:at0 + n0], data[at1:at1 + n1],
+                            data[at:at + n], data[at2:at2 + n2]))
     else:
         skb.key = key + data[at:at + n]
 
@@ -374,7 +428,7 @@ def extend_key_masked(skb, data, at, mask, at2, n2) -> None:
         at1 = skb.key_at2
         n1 = skb.key_n2
         size = len(data)
-        if (head <= size and 0 <= at0 and 0 <= n0 and at0 + n0 <= size and 0 <= at1 and 0 <= n1
+        if (0 <= skb.start and skb.start + head <= size and 0 <= at0 and 0 <= n0 and at0 + n0 <= size and 0 <= at1 and 0 <= n1
                 and at1 + n1 <= size and 0 <= at and at + m <= size and 0 <= at2 and 0 <= n2
                 and at2 + n2 <= size):
             key = skb.key
@@ -383,7 +437,7 @@ def extend_key_masked(skb, data, at, mask, at2, n2) -> None:
             dst = out
             src = data
             bits = mask
-            dst = _copy_waiting(dst, key, src, head, at0, n0, at1, n1)
+            dst = _copy_waiting(dst, key, src, skb.start, head, at0, n0, at1, n1)
             for i in range(m):
                 dst[i] = src[at + i] & bits[i]
             memcpy(dst + m, src + at2, n2)
@@ -418,7 +472,7 @@ def settled_key(skb) -> bytes:
     elif head:
         # the link header's bytes alone: the interpreter concatenates them inline
         # (a call to extend_key costs it more); the same bytes either way
-        skb.key = skb.key + skb.data[:head]
+        skb.key = skb.key + skb.data[skb.start:skb.start + head]
         skb.key_from_frame = 0
     return skb.key
 
@@ -441,7 +495,7 @@ def _join_super_packet(header, p) -> bytes:
         for i in range(count if whole else 0):
             s = merged[i]
             n = s.payload_len
-            if not 0 <= n <= len(s.data):
+            if not (0 <= n <= s.end - s.start and s.end <= len(s.data)):
                 whole = False
                 break
             total += n
@@ -456,16 +510,14 @@ def _join_super_packet(header, p) -> bytes:
             for i in range(count):
                 s = merged[i]
                 n = s.payload_len
-                frame = s.data
-                src = frame
-                memcpy(dst + at, src + len(frame) - n, n)
+                src = s.data
+                memcpy(dst + at, src + s.end - n, n)
                 at += n
             return out
     parts = [header, first[header_len:]]      # Python slices: in bounds whatever the lengths
     for i in range(count):
         s = merged[i]
-        frame = s.data
-        parts.append(frame[len(frame) - s.payload_len:])
+        parts.append(s.data[s.start:s.end][s.end - s.start - s.payload_len:])
     return b"".join(parts)
 
 
