@@ -18,7 +18,7 @@ else:
 from .config import GRO_HASH_BUCKETS, GRO_LEGACY_MAX_SIZE, MAX_GRO_SKBS, Settings
 from .hoststate import HostSockets
 from .kernels import cached_profile
-from .skb import Delivery, Skb, Stats, new_delivery, new_super_packet, rebase
+from .skb import Delivery, Skb, Stats, key_matches, new_delivery, new_super_packet, rebase, settled_key
 from . import offloads
 from .offloads import PACKET_OFFLOADS, packet_offload
 from .ipv6 import KEY_FIELDS, KEY_FIELDS_WITH_HOPLIMIT      # (after offloads, which imports ipv6)
@@ -43,6 +43,17 @@ class Bucket:
         """
         for p in self.held:
             if p.hash == hash_ and p.key == key:
+                return p
+        return None
+
+    def find_waiting(self, hash_: int, skb: Skb) -> Optional[Skb]:
+        """find(hash_, settled_key(skb)), comparing the skb's waiting key bytes
+        where they lie (key_matches): an arrival that merges never has its key
+        copied (the interpreter settles it and compares strings)."""
+        if not cython.compiled:
+            return self.find(hash_, settled_key(skb))
+        for p in self.held:
+            if p.hash == hash_ and key_matches(p.key, skb):
                 return p
         return None
 

@@ -25,6 +25,8 @@ cdef class Skb:
     cdef public Py_ssize_t key_n
     cdef public Py_ssize_t key_at2
     cdef public Py_ssize_t key_n2
+    cdef public Py_ssize_t key_at3
+    cdef public Py_ssize_t key_n3
     cdef public Py_ssize_t count
     cdef public Py_ssize_t network_offsets[2]
     cdef public int encap_mark
@@ -90,16 +92,23 @@ cpdef Delivery new_delivery(Skb skb, str reason, bytes key, Py_ssize_t payload, 
 cpdef Delivery new_super_packet(Skb p, bytearray header, str reason, tuple gso_type, Py_ssize_t queue,
                                 Py_ssize_t poll, str layer)
 cdef inline unsigned char *_copy_waiting(unsigned char *dst, bytes key, unsigned char *src, Py_ssize_t start,
-                                         Py_ssize_t head,
-                                         Py_ssize_t at0, Py_ssize_t n0, Py_ssize_t at1, Py_ssize_t n1)
+                                         Py_ssize_t head, Py_ssize_t at0, Py_ssize_t n0, Py_ssize_t at1,
+                                         Py_ssize_t n1, Py_ssize_t at3, Py_ssize_t n3)
+cdef inline bint _waiting_in_frame(Skb skb, Py_ssize_t size)
 @cython.locals(head=Py_ssize_t, key=bytes, at0=Py_ssize_t, n0=Py_ssize_t, at1=Py_ssize_t, n1=Py_ssize_t,
-               size=Py_ssize_t, k=Py_ssize_t, out=bytes, dst=cython.p_uchar, src=cython.p_uchar)
+               at3=Py_ssize_t, n3=Py_ssize_t, size=Py_ssize_t, k=Py_ssize_t, out=bytes, dst=cython.p_uchar,
+               src=cython.p_uchar, start=Py_ssize_t)
 cpdef void extend_key(Skb skb, bytes data, Py_ssize_t at, Py_ssize_t n, Py_ssize_t at2=*, Py_ssize_t n2=*)
-@cython.locals(head=Py_ssize_t, at0=Py_ssize_t, n0=Py_ssize_t, at1=Py_ssize_t, n1=Py_ssize_t, size=Py_ssize_t,
+@cython.locals(head=Py_ssize_t, n0=Py_ssize_t, n1=Py_ssize_t, n3=Py_ssize_t, size=Py_ssize_t,
                m=Py_ssize_t, i=Py_ssize_t, k=Py_ssize_t, key=bytes, out=bytes, dst=cython.p_uchar,
                src=cython.p_uchar, bits=cython.p_uchar)
 cpdef void extend_key_masked(Skb skb, bytes data, Py_ssize_t at, bytes mask, Py_ssize_t at2, Py_ssize_t n2)
 cpdef void defer_key(Skb skb, Py_ssize_t at, Py_ssize_t n, Py_ssize_t at2=*, Py_ssize_t n2=*)
+@cython.locals(i=Py_ssize_t, wa=cython.ulonglong, wb=cython.ulonglong, ha=cython.uint, hb=cython.uint)
+cdef inline bint _same(const unsigned char *a, const unsigned char *b, Py_ssize_t n) noexcept
+@cython.locals(data=bytes, own=bytes, k=Py_ssize_t, head=Py_ssize_t, n0=Py_ssize_t, n1=Py_ssize_t,
+               n3=Py_ssize_t, dst=cython.p_uchar, src=cython.p_uchar)
+cpdef bint key_matches(bytes key, Skb skb)
 @cython.locals(head=Py_ssize_t)
 cpdef bytes settled_key(Skb skb)
 @cython.locals(first=bytes, merged=list, s=Skb, i=Py_ssize_t, frame=bytes, n=Py_ssize_t, count=Py_ssize_t,
