@@ -18,7 +18,7 @@ else:
 from .config import GRO_HASH_BUCKETS, GRO_LEGACY_MAX_SIZE, MAX_GRO_SKBS, Settings
 from .hoststate import HostSockets
 from .kernels import cached_profile
-from .skb import Delivery, Skb, Stats, key_matches, new_delivery, new_super_packet, rebase, settled_key
+from .skb import Delivery, Skb, Stats, key_matches, new_delivery, new_super_packet, settled_key
 from . import offloads
 from .offloads import PACKET_OFFLOADS, packet_offload
 from .ipv6 import KEY_FIELDS, KEY_FIELDS_WITH_HOPLIMIT      # (after offloads, which imports ipv6)
@@ -162,11 +162,10 @@ class GroNode:
     def hold(self, bucket: Bucket, skb: Skb) -> None:
         """GRO_HELD: the packet becomes the head of a new aggregate."""
         skb.age = self.jiffies
-        rebase(skb)                                  # it outlives the reader's buffer
         skb.payload_len = gro_len = skb.end - skb.off    # skb_gro_len
         skb.gso_size = gro_len                       # dev_gro_receive: gso_size = skb_gro_len
         skb.merged = []
-        skb.length = skb.end - skb.l2_len   # p->len: from the network header (start is 0 now)
+        skb.length = skb.end - skb.start - skb.l2_len   # p->len: from the network header
         skb.ip_fixedid = 0
         skb.flag_or = 0
         skb.encapsulation = 0
@@ -247,12 +246,16 @@ class GroNode:
             # a lone held packet goes up unchanged
             self.normal_one(new_delivery(p, reason, p.key, p.payload_len, self.queue, self.poll, layer))
             return
+        # the headers GRO walked, copied to be rebuilt: header offsets count from the frame's start
+        start = p.start
         first = p.data
         raw = first    # the same bytes read in place (a C pointer in the compiled build)
         if cython.compiled:
-            header = PyByteArray_FromStringAndSize(cython.cast(cython.p_char, raw), p.off)   # one copy
+            header = PyByteArray_FromStringAndSize(cython.cast(cython.p_char, raw) + start, p.off - start)  # one copy
         else:
-            header = bytearray(raw[:p.off])
+            header = bytearray(raw[start:p.off])
+        p.network_offsets[0] -= start        # (read by the completions in header; p is done after)
+        p.network_offsets[1] -= start
         gso_type: List[str] = []
         # gro_complete: the packet_offload gro_complete for skb->protocol, nhoff at the L3 start
         packet_offload(self.packet_offloads, p.protocol).complete(self, p, header, gso_type, p.l2_len)

@@ -113,7 +113,7 @@ cpdef bint key_matches(bytes key, Skb skb)
 cpdef bytes settled_key(Skb skb)
 @cython.locals(first=bytes, merged=list, s=Skb, i=Py_ssize_t, frame=bytes, n=Py_ssize_t, count=Py_ssize_t,
                total=Py_ssize_t, whole=bint, out=bytes, dst=cython.p_uchar, src=cython.p_uchar, at=Py_ssize_t,
-               header_len=Py_ssize_t)
+               header_len=Py_ssize_t, end=Py_ssize_t)
 cpdef bytes _join_super_packet(bytearray header, Skb p)
 
 cpdef _init_skb(Skb skb, bytes data, long long ts, Py_ssize_t index, Py_ssize_t l2_len, long long hash_,

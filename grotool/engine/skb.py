@@ -353,13 +353,13 @@ def new_delivery(skb, reason, key, payload, queue, poll, layer) -> Delivery:
 
 
 def new_super_packet(p, header, reason, gso_type, queue, poll, layer) -> Delivery:
-    """The Delivery of aggregate ``p``: ``header`` (the first p.off bytes of its
-    frame, as completion rebuilt them), then the payloads of p's frame and of
+    """The Delivery of aggregate ``p``: ``header`` (its frame's headers up to
+    p.off, as completion rebuilt them), then the payloads of p's frame and of
     each merged segment's.  Its bytes are joined only when read
     (Delivery.data), and its indices and merged_lens made only when read."""
     delivery = Delivery.__new__(Delivery)
     _fill(delivery, p.ts, b"", p.count, reason, None, p.key, p.gso_size, gso_type, p.payload_len, queue, poll,
-          layer, p.l2_len, p.off, len(p.data), None, bool(p.is_flist), 0, None)
+          layer, p.l2_len, p.off - p.start, p.end - p.start, None, bool(p.is_flist), 0, None)
     delivery._data = None
     delivery._head = p
     delivery._header = header
@@ -566,7 +566,7 @@ def key_matches(key, skb) -> bool:
 
 def _join_super_packet(header, p) -> bytes:
     """A super-packet's bytes: its rebuilt ``header``, then the payload of head
-    p's frame (after p.off) and of each merged segment's (its last payload_len
+    p's frame (from p.off to p.end) and of each merged segment's (its last payload_len
     bytes).  The compiled build copies each piece once into the new string
     instead of slicing the payloads and joining the slices (two copies and an
     object per segment); pieces not wholly in their frames (never made by the
@@ -574,11 +574,12 @@ def _join_super_packet(header, p) -> bytes:
     read outside a frame."""
     first = p.data
     header_len = p.off
+    end = p.end
     merged = p.merged
     count = len(merged)
     if cython.compiled:
-        total = len(header) + len(first) - header_len
-        whole = 0 <= header_len <= len(first)
+        total = len(header) + end - header_len
+        whole = 0 <= header_len <= end <= len(first)
         for i in range(count if whole else 0):
             s = merged[i]
             n = s.payload_len
@@ -592,8 +593,8 @@ def _join_super_packet(header, p) -> bytes:
             at = len(header)
             memcpy(dst, cython.cast(cython.p_uchar, header), at)
             src = first
-            memcpy(dst + at, src + header_len, len(first) - header_len)
-            at += len(first) - header_len
+            memcpy(dst + at, src + header_len, end - header_len)
+            at += end - header_len
             for i in range(count):
                 s = merged[i]
                 n = s.payload_len
@@ -601,7 +602,7 @@ def _join_super_packet(header, p) -> bytes:
                 memcpy(dst + at, src + s.end - n, n)
                 at += n
             return out
-    parts = [header, first[header_len:]]      # Python slices: in bounds whatever the lengths
+    parts = [header, first[p.start:end][header_len - p.start:]]      # Python slices: in bounds whatever the lengths
     for i in range(count):
         s = merged[i]
         parts.append(s.data[s.start:s.end][s.end - s.start - s.payload_len:])

@@ -428,7 +428,7 @@ def full_l4_checksum(p, header, thoff: int, check_at: int, pseudo_sum: int) -> i
     total = pseudo_sum + csum.sum16(memoryview(header)[thoff:])
     # the payload follows the (possibly odd-length) header; sum it in place
     merged = [s.data[s.end - s.payload_len:s.end] for s in p.merged]
-    payload = b"".join([memoryview(p.data)[p.off:], *merged])
+    payload = b"".join([memoryview(p.data)[p.off:p.end], *merged])
     if (len(header) - thoff) & 1:
         total += csum.sum16(b"\x00" + payload)
     else:

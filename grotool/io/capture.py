@@ -66,7 +66,9 @@ def _open_binary(path: str) -> BinaryIO:
     if path == "-":
         return sys.stdin.buffer
     try:
-        return open(path, "rb")
+        # unbuffered: the reader asks for 64 KiB chunks, which a buffered file
+        # would copy once more out of its own 8 KiB buffer
+        return open(path, "rb", buffering=0)
     except OSError as exc:
         raise InputError(f"{path}: cannot open: {exc.strerror}") from None
 
