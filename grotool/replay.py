@@ -194,17 +194,21 @@ def _feed_records(records, engine, fix, collector, after, writer, interface, ver
     last_ts = 0
     last_ifid = -1
     lt, fcs, limit = 0, 0, 0
-    data = records.next_data()
-    while data is not None:
+    # each record read where it lies in the reader's buffer (records.next_view):
+    # the engine copies only the frames it holds
+    buf = records.next_view()
+    while buf is not None:
         ts, wirelen, ifid = records.ts, records.wirelen, records.interface
+        start, end = records.view_start, records.view_end
         if ifid != last_ifid:
             lt, fcs, limit = interface(ifid)
             last_ifid = ifid
-        if fcs and len(data) >= fcs and wirelen >= len(data):
+        if fcs and end - start >= fcs and wirelen >= end - start:
             # the kernel never sees the FCS: strip it before GRO
-            data = data[:-fcs]
+            end -= fcs
             wirelen -= fcs
         if wirelen > limit:
+            data = buf[start:end]
             l3_length = _l3_length(lt, data, wirelen)
             if l3_length > mtu:
                 census.add(lt, data, wirelen, l3_length, reader.records_read)
@@ -212,16 +216,16 @@ def _feed_records(records, engine, fix, collector, after, writer, interface, ver
             first_ts = ts
         last_ts = ts
         if verifier is not None:
-            verifier.add_input(data)
+            verifier.add_input(buf[start:end])
         # the readers' timestamps are ints within the engine's clock
         if directed and records.outbound:
-            out = engine.receive_sent(ts, data, wirelen, ifid)
+            out = engine.receive_sent(ts, buf[start:end], wirelen, ifid)
         else:
-            out = engine.receive_record(ts, data, wirelen, ifid)
+            out = engine.receive_record(ts, buf, wirelen, ifid, start, end)
         if out:
             _deliver(out, fix, collector, after, writer)
             out.clear()
-        data = records.next_data()
+        buf = records.next_view()
     return first_ts, last_ts if first_ts is not None else None
 
 

@@ -232,7 +232,7 @@ def test_skb_declarations_are_exactly_the_fields_init_sets():
     assert "data" in declared and "off" in declared and len(declared) == len(set(declared))
     code = ("from grotool.engine.skb import Skb, new_skb\n"
             "s = Skb(b'\\x00' * 60, 5, 7, 14)\n"
-            "t = new_skb(b'\\x00' * 60, 5, 7, 14, 0x800, b'')\n"
+            "t = new_skb(b'\\x00' * 70, 5, 65, 5, 7, 14, 0x800, b'')\n"
             "print(' '.join(n for n in Skb.__slots__ if hasattr(s, n) and hasattr(t, n)))\n"
             "print(' '.join(Skb.__slots__))\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_env(pure=True), capture_output=True,

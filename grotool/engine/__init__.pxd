@@ -19,6 +19,7 @@ cdef class Engine:
     cpdef list feed(self, ts, data, Py_ssize_t wirelen=*, Py_ssize_t interface=*)
     cpdef list receive(self, ts, data, Py_ssize_t wirelen=*, Py_ssize_t interface=*)
     @cython.locals(index=Py_ssize_t, out=list)
-    cpdef list receive_record(self, long long ts, data, Py_ssize_t wirelen=*, Py_ssize_t interface=*)
+    cpdef list receive_record(self, long long ts, data, Py_ssize_t wirelen=*, Py_ssize_t interface=*,
+                              Py_ssize_t start=*, Py_ssize_t end=*)
     cpdef _advance_devices(self, long long ts, Py_ssize_t interface)
     cpdef list receive_sent(self, long long ts, data, Py_ssize_t wirelen=*, Py_ssize_t interface=*)

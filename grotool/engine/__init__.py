@@ -142,15 +142,26 @@ class Engine:
                                 f"(-2**62 to 2**62 ns: {TIMESTAMP_YEARS})")
         return self.receive_record(ts, data, wirelen, interface)
 
-    def receive_record(self, ts: int, data: bytes, wirelen: int = -1, interface: int = 0) -> List[Delivery]:
+    def receive_record(self, ts: int, data: bytes, wirelen: int = -1, interface: int = 0, start: int = 0,
+                       end: int = -1) -> List[Delivery]:
         """receive() for a timestamp known to be an int within the clock's range,
-        as grotool's capture readers give them."""
+        as grotool's capture readers give them.  With ``end`` given the frame is
+        data[start:end]: a record in the reader's buffer, which GRO reads in place
+        (the buffer is never changed) and copies only what it holds."""
         index = self._index
         self._index = index + 1
         self.stats.frames = index + 1       # frames fed so far
         out = self._out
         if self._others:
             self._advance_devices(ts, interface)
+        if end >= 0:
+            if self._nic is not None and not interface and not (0 <= wirelen and end - start < wirelen):
+                self._nic.feed(self._link.make(data, ts, index, start, end))
+                return out
+            if self._veth is not None and not interface:
+                self._veth.feed(self._link.make(data, ts, index, start, end))
+                return out
+            data = data[start:end]          # the other paths take the frame's own bytes
         if 0 <= wirelen and len(data) < wirelen and self._veth is None:
             # cut by snaplen: a NIC received the whole frame, so the bytes captured are not
             # what its kernel saw.  The veth device (grotool kernel's conditions) is given the

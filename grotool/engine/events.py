@@ -17,7 +17,7 @@ from typing import Callable, List, Optional, Tuple
 from .config import GRO_HASH_BUCKETS
 from .evidence import evidence, flush_evidence, version_row
 from .reasons import REASONS
-from .skb import segment_indices
+from .skb import rebase, segment_indices, settled_key
 
 SCHEMA = "grotool.events/1"
 FRAME_OUTCOMES = ("merged", "held", "sent_up")
@@ -129,6 +129,9 @@ class EventRecorder:
             normal(skb, reason)
 
         def recording_receive(skb):
+            # the frame gets its own bytes first: the evidence reads the arriving
+            # frame and the held packet's at the same header offsets
+            rebase(skb)
             state["skb"] = skb
             state["sent"] = None
             completed: List = []
@@ -140,11 +143,11 @@ class EventRecorder:
             compared = next((p for p, e in completed if e.outcome == "completed_held"), None)
             sent = state["sent"]
             bucket = skb.hash & (GRO_HASH_BUCKETS - 1)
-            key = skb.key if skb.l4_off else b""
+            key = settled_key(skb) if skb.l4_off else b""
             if skb.same_flow:
                 outcome = "merged"
                 if compared is None:
-                    compared = gro.buckets[bucket].find(skb.hash, skb.key)
+                    compared = gro.buckets[bucket].find(skb.hash, key)
                 reason = compared.flush if compared is not None and compared.flush and \
                     any(p is compared for p, _ in completed) else None
                 held_segs = compared.count - skb.count if compared is not None else 0
@@ -152,7 +155,7 @@ class EventRecorder:
                 outcome = "sent_up" if sent is not None else "held"
                 reason = sent if sent is not None else (compared.flush if compared is not None else None)
                 if compared is None and sent == "udp_flist_csum_state":
-                    compared = gro.buckets[bucket].find(skb.hash, skb.key)   # it stays held
+                    compared = gro.buckets[bucket].find(skb.hash, settled_key(skb))   # it stays held
                 held_segs = compared.count if compared is not None else 0
             done = next((e for p, e in completed if p is compared and e.reason == reason), None)
             if done is not None and outcome != "sent_up":

@@ -43,6 +43,12 @@ def _l3(skb, layer: str) -> int:
     return skb.network_offsets[1 if layer == "inner" else 0]
 
 
+def _held(p, skb, at: int) -> int:
+    """The offset in p.data of the header at ``at`` in skb.data (each frame
+    may lie anywhere in its string)."""
+    return at - skb.start + p.start
+
+
 def _prefix(layer: str) -> str:
     return f"{layer} " if layer else ""
 
@@ -50,41 +56,48 @@ def _prefix(layer: str) -> str:
 # -- L3 differences against the held packet (inet_gro_flush, ipv6_gro_flush) ----
 def _ttl(p, skb, gro, layer):
     at = _l3(skb, layer)
-    return f"{_prefix(layer)}ttl {skb.data[at + 8]} != {p.data[at + 8]}"
+    pat = _held(p, skb, at)
+    return f"{_prefix(layer)}ttl {skb.data[at + 8]} != {p.data[pat + 8]}"
 
 
 def _tos(p, skb, gro, layer):
     at = _l3(skb, layer)
-    return f"{_prefix(layer)}tos 0x{skb.data[at + 1]:02x} != 0x{p.data[at + 1]:02x}"
+    pat = _held(p, skb, at)
+    return f"{_prefix(layer)}tos 0x{skb.data[at + 1]:02x} != 0x{p.data[pat + 1]:02x}"
 
 
 def _df(p, skb, gro, layer):
     at = _l3(skb, layer)
-    return f"{_prefix(layer)}df {(skb.data[at + 6] >> 6) & 1} != {(p.data[at + 6] >> 6) & 1}"
+    pat = _held(p, skb, at)
+    return f"{_prefix(layer)}df {(skb.data[at + 6] >> 6) & 1} != {(p.data[pat + 6] >> 6) & 1}"
 
 
 def _ipid_incrementing(p, skb, gro, layer):
     at = _l3(skb, layer)
-    expected = (_u16(p.data, at + 4) + p.count) & 0xFFFF
+    pat = _held(p, skb, at)
+    expected = (_u16(p.data, pat + 4) + p.count) & 0xFFFF
     return f"{_prefix(layer)}ip id 0x{_u16(skb.data, at + 4):04x} != expected 0x{expected:04x}"
 
 
 def _ipid_fixed(p, skb, gro, layer):
     at = _l3(skb, layer)
-    return f"{_prefix(layer)}ip id 0x{_u16(skb.data, at + 4):04x} != fixed 0x{_u16(p.data, at + 4):04x}"
+    pat = _held(p, skb, at)
+    return f"{_prefix(layer)}ip id 0x{_u16(skb.data, at + 4):04x} != fixed 0x{_u16(p.data, pat + 4):04x}"
 
 
 def _hoplimit(p, skb, gro, layer):
     at = _l3(skb, layer)
-    return f"{_prefix(layer)}hop limit {skb.data[at + 7]} != {p.data[at + 7]}"
+    pat = _held(p, skb, at)
+    return f"{_prefix(layer)}hop limit {skb.data[at + 7]} != {p.data[pat + 7]}"
 
 
 def _tclass(p, skb, gro, layer):
     at = _l3(skb, layer)
+    pat = _held(p, skb, at)
 
-    def tclass(d):
+    def tclass(d, at):
         return ((d[at] & 0x0F) << 4) | (d[at + 1] >> 4)
-    return f"{_prefix(layer)}traffic class 0x{tclass(skb.data):02x} != 0x{tclass(p.data):02x}"
+    return f"{_prefix(layer)}traffic class 0x{tclass(skb.data, at):02x} != 0x{tclass(p.data, pat):02x}"
 
 
 # -- L3 problems of the incoming packet alone -------------------------------------
@@ -413,7 +426,7 @@ def _ipid_row(reason, p, skb, gro, layer) -> str:
         return "L2"
     if layer == "outer" and reason == "ip_id_not_fixed" and gro.ipid_rule == 1:
         return "L1"
-    if not df and (_u16(skb.data, at + 4) == _u16(p.data, at + 4) or reason == "ip_id_not_fixed"):
+    if not df and (_u16(skb.data, at + 4) == _u16(p.data, _held(p, skb, at) + 4) or reason == "ip_id_not_fixed"):
         return "L2"
     return ""
 

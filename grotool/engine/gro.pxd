@@ -4,7 +4,7 @@
 # on one instance.  No rule lives here.
 cimport cython
 from cpython.bytearray cimport PyByteArray_FromStringAndSize
-from grotool.engine.skb cimport Delivery, Skb, Stats, new_delivery, new_super_packet
+from grotool.engine.skb cimport Delivery, Skb, Stats, key_matches, new_delivery, new_super_packet, settled_key
 
 cdef int GRO_HASH_BUCKETS, MAX_GRO_SKBS, GRO_LEGACY_MAX_SIZE
 cdef dict PACKET_OFFLOADS
@@ -14,6 +14,8 @@ cdef class Bucket:
     cdef public list held
     @cython.locals(p=Skb)
     cpdef Skb find(self, long long hash_, bytes key)
+    @cython.locals(p=Skb)
+    cpdef Skb find_waiting(self, long long hash_, Skb skb)
     @cython.locals(held=list, i=Py_ssize_t)
     cpdef remove(self, Skb p)
 
@@ -45,7 +47,7 @@ cdef class GroNode:
     cpdef merge(self, Skb p, Skb skb)
     @cython.locals(data=bytes, length=Py_ssize_t)
     cpdef merge_list(self, Skb p, Skb skb)
-    @cython.locals(header=bytearray, gso_type=list, first=bytes, raw=cython.p_uchar)
+    @cython.locals(header=bytearray, gso_type=list, first=bytes, raw=cython.p_uchar, start=Py_ssize_t)
     cpdef complete(self, Skb p, reason)
     @cython.locals(parsed=bint)
     cpdef normal(self, Skb skb, reason)

@@ -18,7 +18,7 @@ else:
 from .config import GRO_HASH_BUCKETS, GRO_LEGACY_MAX_SIZE, MAX_GRO_SKBS, Settings
 from .hoststate import HostSockets
 from .kernels import cached_profile
-from .skb import Delivery, Skb, Stats, new_delivery, new_super_packet
+from .skb import Delivery, Skb, Stats, key_matches, new_delivery, new_super_packet, settled_key
 from . import offloads
 from .offloads import PACKET_OFFLOADS, packet_offload
 from .ipv6 import KEY_FIELDS, KEY_FIELDS_WITH_HOPLIMIT      # (after offloads, which imports ipv6)
@@ -43,6 +43,17 @@ class Bucket:
         """
         for p in self.held:
             if p.hash == hash_ and p.key == key:
+                return p
+        return None
+
+    def find_waiting(self, hash_: int, skb: Skb) -> Optional[Skb]:
+        """find(hash_, settled_key(skb)), comparing the skb's waiting key bytes
+        where they lie (key_matches): an arrival that merges never has its key
+        copied (the interpreter settles it and compares strings)."""
+        if not cython.compiled:
+            return self.find(hash_, settled_key(skb))
+        for p in self.held:
+            if p.hash == hash_ and key_matches(p.key, skb):
                 return p
         return None
 
@@ -151,10 +162,10 @@ class GroNode:
     def hold(self, bucket: Bucket, skb: Skb) -> None:
         """GRO_HELD: the packet becomes the head of a new aggregate."""
         skb.age = self.jiffies
-        skb.payload_len = gro_len = len(skb.data) - skb.off    # skb_gro_len
+        skb.payload_len = gro_len = skb.end - skb.off    # skb_gro_len
         skb.gso_size = gro_len                       # dev_gro_receive: gso_size = skb_gro_len
         skb.merged = []
-        skb.length = len(skb.data) - skb.l2_len   # p->len: from the network header
+        skb.length = skb.end - skb.start - skb.l2_len   # p->len: from the network header
         skb.ip_fixedid = 0
         skb.flag_or = 0
         skb.encapsulation = 0
@@ -193,7 +204,7 @@ class GroNode:
             return skb.flush                         # -E2BIG on a flagged skb
         data = skb.data
         off = skb.off
-        length = len(data) - off
+        length = skb.end - off
         # merge_allowed_size, inlined for the common case that fits everywhere
         total = p.length + length
         if total >= self.size_check_from:
@@ -215,10 +226,10 @@ class GroNode:
             # a flagged skb is refused, as skb_gro_receive does (row C11)
             return skb.flush
         data = skb.data
-        if p.length + len(data) - skb.l2_len >= 65536:
+        if p.length + skb.end - skb.start - skb.l2_len >= 65536:
             # the limit is fixed: gro_max_size is not consulted
             return "flist_max_size"
-        length = len(data) - skb.off
+        length = skb.end - skb.off
         skb.payload_len = length
         p.merged.append(skb)
         p.count += 1
@@ -235,12 +246,16 @@ class GroNode:
             # a lone held packet goes up unchanged
             self.normal_one(new_delivery(p, reason, p.key, p.payload_len, self.queue, self.poll, layer))
             return
+        # the headers GRO walked, copied to be rebuilt: header offsets count from the frame's start
+        start = p.start
         first = p.data
         raw = first    # the same bytes read in place (a C pointer in the compiled build)
         if cython.compiled:
-            header = PyByteArray_FromStringAndSize(cython.cast(cython.p_char, raw), p.off)   # one copy
+            header = PyByteArray_FromStringAndSize(cython.cast(cython.p_char, raw) + start, p.off - start)  # one copy
         else:
-            header = bytearray(raw[:p.off])
+            header = bytearray(raw[start:p.off])
+        p.network_offsets[0] -= start        # (read by the completions in header; p is done after)
+        p.network_offsets[1] -= start
         gso_type: List[str] = []
         # gro_complete: the packet_offload gro_complete for skb->protocol, nhoff at the L3 start
         packet_offload(self.packet_offloads, p.protocol).complete(self, p, header, gso_type, p.l2_len)
@@ -251,7 +266,7 @@ class GroNode:
         # the key is a full flow identity, and skb.off the payload start, only once TCP has parsed it
         parsed = bool(skb.l4_off)
         self.normal_one(new_delivery(skb, reason, skb.key if parsed else b"",
-                                     len(skb.data) - skb.off if parsed else 0, self.queue, self.poll, ""))
+                                     skb.end - skb.off if parsed else 0, self.queue, self.poll, ""))
 
     def normal_one(self, delivery: Delivery) -> None:
         """gro_normal_one: rx_count counts segments; a full batch goes to the stack."""

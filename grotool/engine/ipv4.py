@@ -26,7 +26,7 @@ _MF_OR_OFFSET = IP_MF | IP_OFFSET
 def inet_gro_receive(bucket, skb, gro):
     data = skb.data
     off = skb.off
-    n = len(data)
+    n = skb.end
     if n < off + 20:
         skb.flush = skb.flush or "ip_hdr_unreadable"
         return None

@@ -31,7 +31,7 @@ KEY_FIELDS_WITH_HOPLIMIT = KEY_FIELDS + b"\xff"
 def ipv6_gro_receive(bucket, skb, gro):
     data = skb.data
     off = skb.off
-    if len(data) < off + 40:
+    if skb.end < off + 40:
         skb.flush = skb.flush or "ipv6_hdr_unreadable"
         return None
     if not skb.encap_mark:
@@ -40,18 +40,18 @@ def ipv6_gro_receive(bucket, skb, gro):
         skb.inner_family = 6
     skb.network_offsets[skb.encap_mark] = off
     raw = data     # the same bytes read in place (a C pointer in the compiled build): 40 are present
-    pending = ((raw[off + 4] << 8) | raw[off + 5]) != len(data) - off - 40
+    pending = ((raw[off + 4] << 8) | raw[off + 5]) != skb.end - off - 40
     nexthdr = raw[off + 6]
     pos = off + 40
     entry = INET6_OFFLOADS[nexthdr]
     if entry is None:
         # ipv6_gro_pull_exthdrs: follow HBH / Routing / DstOpts headers
         while nexthdr in EXTHDRS:
-            if len(data) < pos + 8:
+            if skb.end < pos + 8:
                 skb.flush = skb.flush or "ipv6_hdr_unreadable"
                 return None
             hlen = (data[pos + 1] + 1) * 8
-            if len(data) < pos + hlen:
+            if skb.end < pos + hlen:
                 skb.flush = skb.flush or "ipv6_hdr_unreadable"
                 return None
             nexthdr = data[pos]

@@ -56,20 +56,25 @@ class LinkLayer:
         else:
             raise ValueError(f"unsupported link type {linktype}")
 
-    def make(self, data: bytes, ts: int, index: int) -> Skb:
-        """The skb of one captured frame."""
+    def make(self, data: bytes, ts: int, index: int, start: int = 0, end: int = -1) -> Skb:
+        """The skb of one captured frame: ``data``, or data[start:end] when a
+        range is given (a frame in the capture reader's buffer, not copied)."""
         if type(data) is not bytes:
             data = bytes(data)          # a bytearray or memoryview from an API caller
+        if end < 0:
+            end = len(data)
         l2 = self.l2_len
         if self.kind:
+            if start or end != len(data):
+                data = data[start:end]
             return self.make_other(data, ts, index)
-        if len(data) >= l2:
-            at = self.proto_at
+        if end - start >= l2:
+            at = start + self.proto_at
             raw = data                  # read in place (a C pointer in the compiled build): l2 bytes are there
-            skb = new_skb(data, ts, index, l2, raw[at] << 8 | raw[at + 1], b"")
+            skb = new_skb(data, start, end, ts, index, l2, raw[at] << 8 | raw[at + 1], b"")
             skb.key_from_frame = l2     # the link header is the key's start, copied with the first layer's bytes
             return skb
-        skb = new_skb(data, ts, index, l2, 0, b"")
+        skb = new_skb(data, start, end, ts, index, l2, 0, b"")
         skb.flush = "not_ip_link"
         return skb
 
@@ -79,13 +84,13 @@ class LinkLayer:
         l2 = self.l2_len
         if kind == KIND_RAW:
             version = data[0] >> 4 if data else 0
-            return new_skb(data, ts, index, 0, 0x0800 if version == 4 else 0x86DD if version == 6 else 0, b"")
+            return new_skb(data, 0, len(data), ts, index, 0, 0x0800 if version == 4 else 0x86DD if version == 6 else 0, b"")
         if len(data) < l2:
-            skb = new_skb(data, ts, index, l2, 0, b"")
+            skb = new_skb(data, 0, len(data), ts, index, l2, 0, b"")
             skb.flush = "not_ip_link"
             return skb
         if kind == KIND_LOOPBACK:
-            skb = new_skb(data, ts, index, l2, loopback_ethertype(self.linktype, data), b"")
+            skb = new_skb(data, 0, len(data), ts, index, l2, loopback_ethertype(self.linktype, data), b"")
             skb.key_from_frame = l2     # the family: one value per protocol
             return skb
         at = self.proto_at
@@ -98,4 +103,4 @@ class LinkLayer:
             n = min(data[11], 8)
             # sll2_if_index too: packets of another device never merge (gro_list_prepare compares dev)
             identity = data[4:8] + data[11:12] + data[SLL2_ADDR_AT:SLL2_ADDR_AT + n] + data[at:at + 2]
-        return new_skb(data, ts, index, l2, data[at] << 8 | data[at + 1], identity)
+        return new_skb(data, 0, len(data), ts, index, l2, data[at] << 8 | data[at + 1], identity)

@@ -34,7 +34,7 @@ from . import csum
 from .config import Settings
 from .gro import GroNode
 from .rss import Toeplitz, hash_input
-from .skb import Delivery, Skb, Stats
+from .skb import Delivery, Skb, Stats, frame_bytes
 
 NS_PER_S = 1_000_000_000
 # The NIC model's clock is a 64-bit integer of nanoseconds (a C integer in the
@@ -70,7 +70,7 @@ def prime_checksums(skbs: List[Skb]) -> int:
     datas = []
     total = 0
     for skb in skbs:
-        data = skb.data
+        data = frame_bytes(skb)
         n = len(data)
         if n >= CSUM_PRIME_MIN_LEN:
             big.append(skb)
@@ -171,7 +171,7 @@ class VethDevice:
 
     def feed(self, skb: Skb) -> None:
         if self.toeplitz is not None:
-            skb.hash = self.toeplitz.flow_hash(skb.data, skb.l2_len, skb.protocol)
+            skb.hash = self.toeplitz.flow_hash(skb.data, skb.start + skb.l2_len, skb.protocol, skb.end)
         self.pending.append(skb)
         if len(self.pending) >= self.budget:
             self._poll()
@@ -255,10 +255,10 @@ class NicDevice:
             self._run_until(ts, inclusive=False)
         self.now = ts
         if cython.compiled:
-            h = self.toeplitz.flow_hash(skb.data, skb.l2_len, skb.protocol)
+            h = self.toeplitz.flow_hash(skb.data, skb.start + skb.l2_len, skb.protocol, skb.end)
         else:
             # Toeplitz.flow_hash, inlined: this runs for every frame
-            tup = hash_input(skb.data, skb.l2_len, skb.protocol)
+            tup = hash_input(skb.data, skb.start + skb.l2_len, skb.protocol, skb.end)
             if tup:
                 h = self._hash_cache.get(tup)
                 if h is None:

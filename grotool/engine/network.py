@@ -20,13 +20,14 @@ def inet_gro_flush(p, skb, offset, inner, gro):
     an outer ID is checked even with DF."""
     d1 = skb.data
     d2 = p.data
-    if d1[offset + 8] != d2[offset + 8]:
+    at2 = offset - skb.start + p.start       # the same header in p's frame
+    if d1[offset + 8] != d2[at2 + 8]:
         return "ip_ttl_changed"
-    if d1[offset + 1] != d2[offset + 1]:
+    if d1[offset + 1] != d2[at2 + 1]:
         return "ip_tos_changed"
-    if (d1[offset + 6] ^ d2[offset + 6]) & 0x40:
+    if (d1[offset + 6] ^ d2[at2 + 6]) & 0x40:
         return "ip_df_changed"
-    ipid_offset = (((d1[offset + 4] << 8) | d1[offset + 5]) - ((d2[offset + 4] << 8) | d2[offset + 5])) & 0xFFFF
+    ipid_offset = (((d1[offset + 4] << 8) | d1[offset + 5]) - ((d2[at2 + 4] << 8) | d2[at2 + 5])) & 0xFFFF
     count = p.count & 0xFFFF
     rule = gro.ipid_rule
     if rule == 2:
@@ -49,9 +50,10 @@ def ipv6_gro_flush(p, skb, offset, inner, gro):
     """ipv6_gro_flush: hop limit and traffic class (ECN included) must match."""
     d1 = skb.data
     d2 = p.data
-    if d1[offset + 7] != d2[offset + 7]:
+    at2 = offset - skb.start + p.start       # the same header in p's frame
+    if d1[offset + 7] != d2[at2 + 7]:
         return "ipv6_hoplimit_changed"
-    if ((d1[offset] ^ d2[offset]) & 0x0F) or ((d1[offset + 1] ^ d2[offset + 1]) & 0xF0):
+    if ((d1[offset] ^ d2[at2]) & 0x0F) or ((d1[offset + 1] ^ d2[at2 + 1]) & 0xF0):
         return "ipv6_tclass_changed"
     return None
 

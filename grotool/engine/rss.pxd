@@ -2,9 +2,10 @@
 cimport cython
 
 @cython.locals(raw=cython.p_uchar, n=Py_ssize_t, ihl=Py_ssize_t, proto=int, pos=Py_ssize_t, nexthdr=int)
-cpdef (Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t) input_ranges(bytes data, Py_ssize_t off, int protocol)
+cpdef (Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t) input_ranges(bytes data, Py_ssize_t off, int protocol,
+                                                                    Py_ssize_t end)
 @cython.locals(first=Py_ssize_t, first_len=Py_ssize_t, second=Py_ssize_t, second_len=Py_ssize_t, end=Py_ssize_t)
-cpdef bytes hash_input(bytes data, Py_ssize_t off, int protocol)
+cpdef bytes hash_input(bytes data, Py_ssize_t off, int protocol, Py_ssize_t end=*)
 cpdef list _byte_windows(key, Py_ssize_t shift, Py_ssize_t pos)
 @cython.locals(table=bytearray, buf="unsigned char *", words="unsigned int *", shift=Py_ssize_t, pos=Py_ssize_t,
                base=Py_ssize_t, windows=list, size=Py_ssize_t, j=int, v=Py_ssize_t, window=cython.uint)
@@ -24,6 +25,6 @@ cdef class Toeplitz:
     @cython.locals(first=Py_ssize_t, first_len=Py_ssize_t, second=Py_ssize_t, second_len=Py_ssize_t,
                    flat="const unsigned char *", words="const unsigned int *", raw="const unsigned char *",
                    result=cython.uint, pos=Py_ssize_t)
-    cpdef unsigned int flow_hash(self, bytes data, Py_ssize_t off, int protocol)
+    cpdef unsigned int flow_hash(self, bytes data, Py_ssize_t off, int protocol, Py_ssize_t end=*)
     @cython.locals(j=int, tables=list, row=list)
     cpdef list _tables(self, Py_ssize_t nbytes)

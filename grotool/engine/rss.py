@@ -68,11 +68,14 @@ class Toeplitz:
         self.cache[tuple_bytes] = result
         return result
 
-    def flow_hash(self, data: bytes, off: int, protocol: int) -> int:
-        """skb->hash of a frame whose network header starts at ``off`` (0 for non-IP)."""
+    def flow_hash(self, data: bytes, off: int, protocol: int, end: int = -1) -> int:
+        """skb->hash of a frame whose network header starts at ``off`` (0 for non-IP)
+        and which ends at ``end`` (the end of data by default)."""
+        if end < 0:
+            end = len(data)
         if cython.compiled:
             # the input read where it lies in the frame, one table entry per byte
-            first, first_len, second, second_len = input_ranges(data, off, protocol)
+            first, first_len, second, second_len = input_ranges(data, off, protocol, end)
             if not first_len:
                 return 0
             if first_len + second_len <= self._flat_bytes:
@@ -85,7 +88,7 @@ class Toeplitz:
                 for pos in range(second_len):
                     result ^= words[((first_len + pos) << 8) | raw[second + pos]]
                 return result
-        tup = hash_input(data, off, protocol)
+        tup = hash_input(data, off, protocol, end)
         if not tup:
             return 0
         h = self.cache.get(tup)
@@ -137,11 +140,11 @@ def _flat_table(key: int, bits: int, nbytes: int) -> bytes:
     return bytes(table)
 
 
-def input_ranges(data: bytes, off: int, protocol: int):
-    """Where the bytes a NIC feeds to Toeplitz lie in this frame: (start, length)
-    of the addresses, then (start, length) of the port pair (length 0: none).
-    All lengths 0: no hash."""
-    n = len(data)
+def input_ranges(data: bytes, off: int, protocol: int, end: int):
+    """Where the bytes a NIC feeds to Toeplitz lie in the frame that ends at
+    data[end]: (start, length) of the addresses, then (start, length) of the
+    port pair (length 0: none).  All lengths 0: no hash."""
+    n = end
     raw = data     # the same bytes read in place (a C pointer in the compiled build): every read is checked against n
     while protocol in (0x8100, 0x88A8) and n >= off + 4:
         protocol = (raw[off + 2] << 8) | raw[off + 3]
@@ -164,9 +167,9 @@ def input_ranges(data: bytes, off: int, protocol: int):
     return 0, 0, 0, 0
 
 
-def hash_input(data: bytes, off: int, protocol: int) -> bytes:
+def hash_input(data: bytes, off: int, protocol: int, end: int = -1) -> bytes:
     """The bytes a NIC feeds to Toeplitz for this frame (empty: no hash)."""
-    first, first_len, second, second_len = input_ranges(data, off, protocol)
+    first, first_len, second, second_len = input_ranges(data, off, protocol, len(data) if end < 0 else end)
     end = first + first_len
     if not second_len or second == end:
         return data[first:end + second_len]        # one range, or the ports follow the addresses

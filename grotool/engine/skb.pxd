@@ -9,6 +9,8 @@ from libc.string cimport memcpy
 
 cdef class Skb:
     cdef public bytes data
+    cdef public Py_ssize_t start
+    cdef public Py_ssize_t end
     cdef public long long ts
     cdef public Py_ssize_t index
     cdef public long long hash
@@ -23,6 +25,8 @@ cdef class Skb:
     cdef public Py_ssize_t key_n
     cdef public Py_ssize_t key_at2
     cdef public Py_ssize_t key_n2
+    cdef public Py_ssize_t key_at3
+    cdef public Py_ssize_t key_n3
     cdef public Py_ssize_t count
     cdef public Py_ssize_t network_offsets[2]
     cdef public int encap_mark
@@ -81,30 +85,42 @@ cpdef _fill(Delivery delivery, long long ts, bytes data, Py_ssize_t segs, str re
 cpdef tuple segment_indices(Skb head)
 @cython.locals(merged=list)
 cpdef tuple merged_payload_lens(Skb head)
-@cython.locals(delivery=Delivery)
+@cython.locals(delivery=Delivery, data=bytes)
 cpdef Delivery new_delivery(Skb skb, str reason, bytes key, Py_ssize_t payload, Py_ssize_t queue, Py_ssize_t poll,
                             str layer)
 @cython.locals(delivery=Delivery)
 cpdef Delivery new_super_packet(Skb p, bytearray header, str reason, tuple gso_type, Py_ssize_t queue,
                                 Py_ssize_t poll, str layer)
-cdef inline unsigned char *_copy_waiting(unsigned char *dst, bytes key, unsigned char *src, Py_ssize_t head,
-                                         Py_ssize_t at0, Py_ssize_t n0, Py_ssize_t at1, Py_ssize_t n1)
+cdef inline unsigned char *_copy_waiting(unsigned char *dst, bytes key, unsigned char *src, Py_ssize_t start,
+                                         Py_ssize_t head, Py_ssize_t at0, Py_ssize_t n0, Py_ssize_t at1,
+                                         Py_ssize_t n1, Py_ssize_t at3, Py_ssize_t n3)
+cdef inline bint _waiting_in_frame(Skb skb, Py_ssize_t size)
 @cython.locals(head=Py_ssize_t, key=bytes, at0=Py_ssize_t, n0=Py_ssize_t, at1=Py_ssize_t, n1=Py_ssize_t,
-               size=Py_ssize_t, k=Py_ssize_t, out=bytes, dst=cython.p_uchar, src=cython.p_uchar)
+               at3=Py_ssize_t, n3=Py_ssize_t, size=Py_ssize_t, k=Py_ssize_t, out=bytes, dst=cython.p_uchar,
+               src=cython.p_uchar, start=Py_ssize_t)
 cpdef void extend_key(Skb skb, bytes data, Py_ssize_t at, Py_ssize_t n, Py_ssize_t at2=*, Py_ssize_t n2=*)
-@cython.locals(head=Py_ssize_t, at0=Py_ssize_t, n0=Py_ssize_t, at1=Py_ssize_t, n1=Py_ssize_t, size=Py_ssize_t,
+@cython.locals(head=Py_ssize_t, n0=Py_ssize_t, n1=Py_ssize_t, n3=Py_ssize_t, size=Py_ssize_t,
                m=Py_ssize_t, i=Py_ssize_t, k=Py_ssize_t, key=bytes, out=bytes, dst=cython.p_uchar,
                src=cython.p_uchar, bits=cython.p_uchar)
 cpdef void extend_key_masked(Skb skb, bytes data, Py_ssize_t at, bytes mask, Py_ssize_t at2, Py_ssize_t n2)
 cpdef void defer_key(Skb skb, Py_ssize_t at, Py_ssize_t n, Py_ssize_t at2=*, Py_ssize_t n2=*)
+@cython.locals(i=Py_ssize_t, wa=cython.ulonglong, wb=cython.ulonglong, ha=cython.uint, hb=cython.uint)
+cdef inline bint _same(const unsigned char *a, const unsigned char *b, Py_ssize_t n) noexcept
+@cython.locals(data=bytes, own=bytes, k=Py_ssize_t, head=Py_ssize_t, n0=Py_ssize_t, n1=Py_ssize_t,
+               n3=Py_ssize_t, dst=cython.p_uchar, src=cython.p_uchar)
+cpdef bint key_matches(bytes key, Skb skb)
 @cython.locals(head=Py_ssize_t)
 cpdef bytes settled_key(Skb skb)
 @cython.locals(first=bytes, merged=list, s=Skb, i=Py_ssize_t, frame=bytes, n=Py_ssize_t, count=Py_ssize_t,
                total=Py_ssize_t, whole=bint, out=bytes, dst=cython.p_uchar, src=cython.p_uchar, at=Py_ssize_t,
-               header_len=Py_ssize_t)
+               header_len=Py_ssize_t, end=Py_ssize_t)
 cpdef bytes _join_super_packet(bytearray header, Skb p)
 
 cpdef _init_skb(Skb skb, bytes data, long long ts, Py_ssize_t index, Py_ssize_t l2_len, long long hash_,
                 int protocol, bytes key)
 @cython.locals(skb=Skb)
-cpdef Skb new_skb(bytes data, long long ts, Py_ssize_t index, Py_ssize_t l2_len, int protocol, bytes key)
+cpdef Skb new_skb(bytes data, Py_ssize_t start, Py_ssize_t end, long long ts, Py_ssize_t index, Py_ssize_t l2_len,
+                  int protocol, bytes key)
+cpdef bytes frame_bytes(Skb skb)
+@cython.locals(start=Py_ssize_t)
+cpdef void rebase(Skb skb)

@@ -40,20 +40,25 @@ def _slots_repr(cls, obj) -> str:
 class Skb:
     __slots__ = (
         # incoming packet, napi_gro_cb style
-        "data",          # bytes: the whole frame, link header included
+        "data",          # bytes holding the frame, link header included, at [start, end): a
+                         # received frame may lie in the capture reader's buffer (no copy);
+                         # a held packet's is its own string (start 0, see rebase)
+        "start",         # the frame's first byte in data; every offset below counts from data[0]
+        "end",           # one past the frame's last byte in data
         "ts",            # capture timestamp, ns
         "index",         # 0-based position in the capture
         "hash",          # skb->hash (raw RSS hash, 0 without RSS)
         "l2_len",        # bytes of link header before skb->data (ETH_HLEN for Ethernet)
         "protocol",      # skb->protocol: the ethertype after the link header
-        "off",           # skb_gro_offset, from the start of the frame
+        "off",           # skb_gro_offset (as an offset in data: the frame's start + skb_gro_offset)
         "flush",         # None or the reason that forbids holding/merging this skb
         "proto",         # innermost L4 protocol number recorded by the IP layer
         "key",           # same-flow identity: the header bytes every layer compares
         "key_from_frame",  # the frame's first bytes (its link header) that belong to the key
                            # but are not copied into it yet: the first extend_key copies them
-        "key_at", "key_n", "key_at2", "key_n2",   # two more ranges of the frame waiting to join
-                                                  # the key after those (defer_key)
+        "key_at", "key_n", "key_at2", "key_n2", "key_at3", "key_n3",
+                         # three more ranges of the frame waiting to join the key after
+                         # those (defer_key): a merged segment's key is never copied
         "count",         # segments (1 for a received frame)
         "network_offsets",  # [outer, inner] L3 header offsets (from the frame start)
         "encap_mark",
@@ -88,12 +93,50 @@ class Skb:
 
     def gro_len(self) -> int:
         """skb_gro_len: bytes after the headers consumed so far."""
-        return len(self.data) - self.off
+        return self.end - self.off
+
+    @property
+    def frame(self) -> bytes:
+        """The frame's bytes (a copy when it lies in a larger buffer)."""
+        return frame_bytes(self)
+
+
+def frame_bytes(skb) -> bytes:
+    """The bytes of skb's frame: data itself, or its [start, end) slice."""
+    data = skb.data
+    if skb.start == 0 and skb.end == len(data):
+        return data
+    return data[skb.start:skb.end]
+
+
+def rebase(skb) -> None:
+    """Give a frame that lies in a larger buffer its own string, and every
+    offset with it: a packet GRO holds outlives the reader's buffer, and its
+    completion rebuilds a header counted from the frame's start."""
+    start = skb.start
+    if start == 0 and skb.end == len(skb.data):
+        return
+    skb.data = skb.data[start:skb.end]
+    skb.end -= start
+    skb.start = 0
+    skb.off -= start
+    skb.network_offsets[0] -= start
+    skb.network_offsets[1] -= start
+    if skb.l4_off:
+        skb.l4_off -= start
+    if skb.key_n:
+        skb.key_at -= start
+    if skb.key_n2:
+        skb.key_at2 -= start
+    if skb.key_n3:
+        skb.key_at3 -= start
 
 
 def _init_skb(skb, data, ts, index, l2_len, hash_, protocol, key) -> None:
     # every field is set here (the compiled build gives each a C type)
     skb.data = data
+    skb.start = 0
+    skb.end = len(data)
     skb.ts = ts
     skb.index = index
     skb.hash = hash_
@@ -108,6 +151,8 @@ def _init_skb(skb, data, ts, index, l2_len, hash_, protocol, key) -> None:
     skb.key_n = 0
     skb.key_at2 = 0
     skb.key_n2 = 0
+    skb.key_at3 = 0
+    skb.key_n3 = 0
     skb.count = 1
     skb.network_offsets = [l2_len, l2_len]
     skb.encap_mark = 0
@@ -131,11 +176,17 @@ def _init_skb(skb, data, ts, index, l2_len, hash_, protocol, key) -> None:
     skb.merged = None
 
 
-def new_skb(data, ts, index, l2_len, protocol, key) -> Skb:
-    """Skb(data, ts, index, l2_len, 0, protocol, key) for the per-frame path
-    (the compiled build makes it without the Python call protocol)."""
+def new_skb(data, start, end, ts, index, l2_len, protocol, key) -> Skb:
+    """Skb(data, ts, index, l2_len, 0, protocol, key) for the per-frame path,
+    its frame at data[start:end] (the compiled build makes it without the
+    Python call protocol)."""
     skb = Skb.__new__(Skb)
     _init_skb(skb, data, ts, index, l2_len, 0, protocol, key)
+    if start or end != len(data):
+        skb.start = start
+        skb.end = end
+        skb.off = start + l2_len
+        skb.network_offsets[0] = skb.network_offsets[1] = start + l2_len
     return skb
 
 
@@ -188,8 +239,11 @@ class Delivery:
         that writes no packets never copies them."""
         data = self._data
         if data is None:
-            data = self._data = _join_super_packet(self._header, self._head)
-            self._header = None
+            if self._header is None:
+                data = self._data = frame_bytes(self._head)     # a frame that lay in a larger buffer
+            else:
+                data = self._data = _join_super_packet(self._header, self._head)
+                self._header = None
         return data
 
     @data.setter
@@ -288,20 +342,24 @@ def new_delivery(skb, reason, key, payload, queue, poll, layer) -> Delivery:
     indices are read from the skb when asked for (the compiled build makes it
     without the Python call protocol)."""
     delivery = Delivery.__new__(Delivery)
-    _fill(delivery, skb.ts, skb.data, 1, reason, None, key, 0, (), payload, queue, poll, layer,
+    data = skb.data
+    _fill(delivery, skb.ts, data, 1, reason, None, key, 0, (), payload, queue, poll, layer,
           0, 0, 0, (), False, 0, None)
     delivery._head = skb
+    if skb.start or skb.end != len(data):
+        delivery._data = None                   # sliced from its buffer when read
+        delivery.frame_len = skb.end - skb.start
     return delivery
 
 
 def new_super_packet(p, header, reason, gso_type, queue, poll, layer) -> Delivery:
-    """The Delivery of aggregate ``p``: ``header`` (the first p.off bytes of its
-    frame, as completion rebuilt them), then the payloads of p's frame and of
+    """The Delivery of aggregate ``p``: ``header`` (its frame's headers up to
+    p.off, as completion rebuilt them), then the payloads of p's frame and of
     each merged segment's.  Its bytes are joined only when read
     (Delivery.data), and its indices and merged_lens made only when read."""
     delivery = Delivery.__new__(Delivery)
     _fill(delivery, p.ts, b"", p.count, reason, None, p.key, p.gso_size, gso_type, p.payload_len, queue, poll,
-          layer, p.l2_len, p.off, len(p.data), None, bool(p.is_flist), 0, None)
+          layer, p.l2_len, p.off - p.start, p.end - p.start, None, bool(p.is_flist), 0, None)
     delivery._data = None
     delivery._head = p
     delivery._header = header
@@ -309,25 +367,35 @@ def new_super_packet(p, header, reason, gso_type, queue, poll, layer) -> Deliver
     return delivery
 
 
-def _copy_waiting(dst, key, src, head, at0, n0, at1, n1):
+def _copy_waiting(dst, key, src, start, head, at0, n0, at1, n1, at3, n3):
     """Compiled build only: copies ``key``, then the waiting bytes of the frame
-    at ``src`` (its first ``head`` bytes and the ranges at0/n0, at1/n1) to
-    ``dst``; returns where the copy ends."""
+    at ``src + start`` (its first ``head`` bytes) and of ``src`` (the ranges
+    at0/n0, at1/n1, at3/n3) to ``dst``; returns where the copy ends."""
     memcpy(dst, cython.cast(cython.p_uchar, key), len(key))
     dst += len(key)
-    memcpy(dst, src, head)
+    memcpy(dst, src + start, head)
     dst += head
     memcpy(dst, src + at0, n0)
     dst += n0
     memcpy(dst, src + at1, n1)
-    return dst + n1
+    dst += n1
+    memcpy(dst, src + at3, n3)
+    return dst + n3
+
+
+def _waiting_in_frame(skb, size) -> bool:
+    """Compiled build only: every waiting range lies within the ``size`` bytes of skb.data."""
+    return (0 <= skb.start and skb.start + skb.key_from_frame <= size
+            and 0 <= skb.key_at and 0 <= skb.key_n and skb.key_at + skb.key_n <= size
+            and 0 <= skb.key_at2 and 0 <= skb.key_n2 and skb.key_at2 + skb.key_n2 <= size
+            and 0 <= skb.key_at3 and 0 <= skb.key_n3 and skb.key_at3 + skb.key_n3 <= size)
 
 
 def extend_key(skb, data, at, n, at2=0, n2=0) -> None:
     """skb.key += data[at:at + n] + data[at2:at2 + n2]: a layer's compared
     header bytes appended to the flow identity (``data`` is skb.data).  The
     bytes still waiting go in first: the link header's (skb.key_from_frame)
-    and a deferred layer's ranges (defer_key).  The compiled build copies the
+    and deferred layers' ranges (defer_key).  The compiled build copies the
     ranges into one new string instead of joining slices; ranges not wholly in
     data take the slicing path, so both builds give the same bytes."""
     head = skb.key_from_frame
@@ -336,26 +404,33 @@ def extend_key(skb, data, at, n, at2=0, n2=0) -> None:
     n0 = skb.key_n
     at1 = skb.key_at2
     n1 = skb.key_n2
-    skb.key_from_frame = 0
-    skb.key_n = 0
-    skb.key_n2 = 0
+    at3 = skb.key_at3
+    n3 = skb.key_n3
     if cython.compiled:
         size = len(data)
-        if (head <= size and 0 <= at0 and 0 <= n0 and at0 + n0 <= size and 0 <= at1 and 0 <= n1
-                and at1 + n1 <= size and 0 <= at and 0 <= n and at + n <= size and 0 <= at2 and 0 <= n2
-                and at2 + n2 <= size):
+        if _waiting_in_frame(skb, size) and 0 <= at and 0 <= n and at + n <= size and 0 <= at2 and 0 <= n2 \
+                and at2 + n2 <= size:
             k = len(key)
-            out = PyBytes_FromStringAndSize(cython.NULL, k + head + n0 + n1 + n + n2)
+            out = PyBytes_FromStringAndSize(cython.NULL, k + head + n0 + n1 + n3 + n + n2)
             dst = out
             src = data
-            dst = _copy_waiting(dst, key, src, head, at0, n0, at1, n1)
+            dst = _copy_waiting(dst, key, src, skb.start, head, at0, n0, at1, n1, at3, n3)
             memcpy(dst, src + at, n)
             memcpy(dst + n, src + at2, n2)
             skb.key = out
+            skb.key_from_frame = 0
+            skb.key_n = 0
+            skb.key_n2 = 0
+            skb.key_n3 = 0
             return
-    if head or n0 or n1 or n2:
-        skb.key = b"".join((key, data[:head], data[at0:at0 + n0], data[at1:at1 + n1], data[at:at + n],
-                            data[at2:at2 + n2]))
+    skb.key_from_frame = 0
+    skb.key_n = 0
+    skb.key_n2 = 0
+    skb.key_n3 = 0
+    if head or n0 or n1 or n3 or n2:
+        start = skb.start
+        skb.key = b"".join((key, data[start:start + head], data[at0:at0 + n0], data[at1:at1 + n1],
+                            data[at3:at3 + n3], data[at:at + n], data[at2:at2 + n2]))
     else:
         skb.key = key + data[at:at + n]
 
@@ -368,22 +443,20 @@ def extend_key_masked(skb, data, at, mask, at2, n2) -> None:
     builds give the same bytes."""
     m = len(mask)
     if cython.compiled:
-        head = skb.key_from_frame
-        at0 = skb.key_at
-        n0 = skb.key_n
-        at1 = skb.key_at2
-        n1 = skb.key_n2
         size = len(data)
-        if (head <= size and 0 <= at0 and 0 <= n0 and at0 + n0 <= size and 0 <= at1 and 0 <= n1
-                and at1 + n1 <= size and 0 <= at and at + m <= size and 0 <= at2 and 0 <= n2
-                and at2 + n2 <= size):
+        if _waiting_in_frame(skb, size) and 0 <= at and at + m <= size and 0 <= at2 and 0 <= n2 \
+                and at2 + n2 <= size:
             key = skb.key
             k = len(key)
-            out = PyBytes_FromStringAndSize(cython.NULL, k + head + n0 + n1 + m + n2)
+            head = skb.key_from_frame
+            n0 = skb.key_n
+            n1 = skb.key_n2
+            n3 = skb.key_n3
+            out = PyBytes_FromStringAndSize(cython.NULL, k + head + n0 + n1 + n3 + m + n2)
             dst = out
             src = data
             bits = mask
-            dst = _copy_waiting(dst, key, src, head, at0, n0, at1, n1)
+            dst = _copy_waiting(dst, key, src, skb.start, head, skb.key_at, n0, skb.key_at2, n1, skb.key_at3, n3)
             for i in range(m):
                 dst[i] = src[at + i] & bits[i]
             memcpy(dst + m, src + at2, n2)
@@ -391,6 +464,7 @@ def extend_key_masked(skb, data, at, mask, at2, n2) -> None:
             skb.key_from_frame = 0
             skb.key_n = 0
             skb.key_n2 = 0
+            skb.key_n3 = 0
             return
     fields = (int.from_bytes(data[at:at + m], "big") & int.from_bytes(mask, "big")).to_bytes(m, "big")
     skb.key = b"".join((settled_key(skb), fields, data[at2:at2 + n2]))
@@ -399,10 +473,21 @@ def extend_key_masked(skb, data, at, mask, at2, n2) -> None:
 def defer_key(skb, at, n, at2=0, n2=0) -> None:
     """extend_key(skb, skb.data, at, n, at2, n2), postponed: the ranges wait
     with the link header's bytes for the next extend_key or settled_key, which
-    copies them all into one new string.  For IPv4, whose next layer extends
-    or settles the key before anything reads it."""
-    if skb.key_n or skb.key_n2:
-        extend_key(skb, skb.data, 0, 0)      # ranges already waiting (IP in IP) join first
+    copies them all into one new string, or for key_matches, which compares
+    them where they lie.  For IPv4, whose next layer extends or settles the
+    key before anything reads it, and TCP, whose merged segments never need
+    their key copied."""
+    if not (skb.key_n or skb.key_n2):
+        skb.key_at = at
+        skb.key_n = n
+        skb.key_at2 = at2
+        skb.key_n2 = n2
+        return
+    if not (n2 or skb.key_n3):
+        skb.key_at3 = at                 # one range more, behind those waiting
+        skb.key_n3 = n
+        return
+    extend_key(skb, skb.data, 0, 0)      # ranges already waiting (IP in IP) join first
     skb.key_at = at
     skb.key_n = n
     skb.key_at2 = at2
@@ -410,22 +495,78 @@ def defer_key(skb, at, n, at2=0, n2=0) -> None:
 
 
 def settled_key(skb) -> bytes:
-    """skb.key with the bytes still waiting (the link header's, a deferred
-    layer's) in it, for a layer that builds its key bytes itself."""
+    """skb.key with the bytes still waiting (the link header's, deferred
+    layers') in it, for a layer that builds its key bytes itself."""
     head = skb.key_from_frame
-    if skb.key_n or skb.key_n2 or (head and cython.compiled):
+    if skb.key_n or skb.key_n2 or skb.key_n3 or (head and cython.compiled):
         extend_key(skb, skb.data, 0, 0)
     elif head:
         # the link header's bytes alone: the interpreter concatenates them inline
         # (a call to extend_key costs it more); the same bytes either way
-        skb.key = skb.key + skb.data[:head]
+        skb.key = skb.key + skb.data[skb.start:skb.start + head]
         skb.key_from_frame = 0
     return skb.key
 
 
+def _same(a, b, n) -> bool:
+    """Compiled build only: the n bytes at C pointers a and b are equal,
+    compared a word at a time, the last word overlapping the one before it
+    (a fixed-size copy into a word is one load)."""
+    if n >= 8:
+        i = 0
+        while i + 8 < n:
+            memcpy(cython.address(wa), a + i, 8)
+            memcpy(cython.address(wb), b + i, 8)
+            if wa != wb:
+                return False
+            i += 8
+        memcpy(cython.address(wa), a + n - 8, 8)
+        memcpy(cython.address(wb), b + n - 8, 8)
+        return wa == wb
+    if n >= 4:
+        memcpy(cython.address(ha), a, 4)
+        memcpy(cython.address(hb), b, 4)
+        if ha != hb:
+            return False
+        memcpy(cython.address(ha), a + n - 4, 4)
+        memcpy(cython.address(hb), b + n - 4, 4)
+        return ha == hb
+    i = 0
+    while i < n:
+        if a[i] != b[i]:
+            return False
+        i += 1
+    return True
+
+
+def key_matches(key, skb) -> bool:
+    """key == settled_key(skb), without settling: the compiled build compares
+    the waiting bytes where they lie in the frame (a merged segment's key is
+    never copied); the interpreter settles the key and compares strings."""
+    if cython.compiled:
+        data = skb.data
+        if _waiting_in_frame(skb, len(data)):
+            own = skb.key
+            k = len(own)
+            head = skb.key_from_frame
+            n0 = skb.key_n
+            n1 = skb.key_n2
+            n3 = skb.key_n3
+            if len(key) != k + head + n0 + n1 + n3:
+                return False
+            dst = key
+            src = data
+            return (_same(dst, cython.cast(cython.p_uchar, own), k)
+                    and _same(dst + k, src + skb.start, head)
+                    and _same(dst + k + head, src + skb.key_at, n0)
+                    and _same(dst + k + head + n0, src + skb.key_at2, n1)
+                    and _same(dst + k + head + n0 + n1, src + skb.key_at3, n3))
+    return key == settled_key(skb)
+
+
 def _join_super_packet(header, p) -> bytes:
     """A super-packet's bytes: its rebuilt ``header``, then the payload of head
-    p's frame (after p.off) and of each merged segment's (its last payload_len
+    p's frame (from p.off to p.end) and of each merged segment's (its last payload_len
     bytes).  The compiled build copies each piece once into the new string
     instead of slicing the payloads and joining the slices (two copies and an
     object per segment); pieces not wholly in their frames (never made by the
@@ -433,15 +574,16 @@ def _join_super_packet(header, p) -> bytes:
     read outside a frame."""
     first = p.data
     header_len = p.off
+    end = p.end
     merged = p.merged
     count = len(merged)
     if cython.compiled:
-        total = len(header) + len(first) - header_len
-        whole = 0 <= header_len <= len(first)
+        total = len(header) + end - header_len
+        whole = 0 <= header_len <= end <= len(first)
         for i in range(count if whole else 0):
             s = merged[i]
             n = s.payload_len
-            if not 0 <= n <= len(s.data):
+            if not (0 <= n <= s.end - s.start and s.end <= len(s.data)):
                 whole = False
                 break
             total += n
@@ -451,21 +593,19 @@ def _join_super_packet(header, p) -> bytes:
             at = len(header)
             memcpy(dst, cython.cast(cython.p_uchar, header), at)
             src = first
-            memcpy(dst + at, src + header_len, len(first) - header_len)
-            at += len(first) - header_len
+            memcpy(dst + at, src + header_len, end - header_len)
+            at += end - header_len
             for i in range(count):
                 s = merged[i]
                 n = s.payload_len
-                frame = s.data
-                src = frame
-                memcpy(dst + at, src + len(frame) - n, n)
+                src = s.data
+                memcpy(dst + at, src + s.end - n, n)
                 at += n
             return out
-    parts = [header, first[header_len:]]      # Python slices: in bounds whatever the lengths
+    parts = [header, first[p.start:end][header_len - p.start:]]      # Python slices: in bounds whatever the lengths
     for i in range(count):
         s = merged[i]
-        frame = s.data
-        parts.append(frame[len(frame) - s.payload_len:])
+        parts.append(s.data[s.start:s.end][s.end - s.start - s.payload_len:])
     return b"".join(parts)
 
 

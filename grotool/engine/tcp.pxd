@@ -3,7 +3,7 @@
 # are read as C values instead of Python objects.  No rule lives here.
 cimport cython
 from libc.string cimport memcmp
-from grotool.engine.skb cimport Skb, Stats, extend_key
+from grotool.engine.skb cimport Skb, Stats, defer_key, settled_key
 from grotool.engine.gro cimport Bucket, GroNode
 from grotool.engine.network cimport inet_gro_flush, ipv6_gro_flush, network_flush
 from grotool.engine.csum cimport seed, sum16_range
@@ -38,7 +38,7 @@ cpdef _never_merged_reason(long flags)
 cpdef _flag_diff_reason(long flags, long diff)
 cpdef _final_reason(long flags, Py_ssize_t length)
 @cython.locals(data=bytes, d2=bytes, off=Py_ssize_t, end=Py_ssize_t, length=Py_ssize_t, mss=Py_ssize_t,
-               th2=Py_ssize_t, flags=long, flags2=long, diff=long, outer=Py_ssize_t, key=bytes, p=Skb,
+               th2=Py_ssize_t, flags=long, flags2=long, diff=long, outer=Py_ssize_t, p=Skb,
                final=bint)
 cpdef tcp_gro_receive(Bucket bucket, Skb skb, GroNode gro, Py_ssize_t thlen)
 @cython.locals(flag_byte=int, check=long)

@@ -14,7 +14,7 @@ else:
 from . import csum
 from .csum import seed, sum16_range
 from .network import inet_gro_flush, ipv6_gro_flush, network_flush
-from .skb import extend_key
+from .skb import defer_key, settled_key
 
 # tcp_flag_word() bits: data offset, reserved/AE, flags, window
 TCP_FLAG_CWR = 0x00800000
@@ -70,7 +70,7 @@ def validate_l4(gro, skb, pseudo_sum: int, field_at: int, lco=None) -> bool:
     offload filled it over an inner seed (counted offloaded)."""
     stats = gro.stats
     data = skb.data
-    if gro.csum_auto and len(data) >= field_at + 2:
+    if gro.csum_auto and skb.end >= field_at + 2:
         # (a segment too short to hold the field cannot hold a seed: it is verified)
         field = (data[field_at] << 8) | data[field_at + 1]
         folded = (pseudo_sum & 0xFFFF) + (pseudo_sum >> 16)     # csum.fold, inlined
@@ -83,14 +83,14 @@ def validate_l4(gro, skb, pseudo_sum: int, field_at: int, lco=None) -> bool:
     stats.csum_verified += 1
     off = skb.off
     full = skb.csum
-    if full is not None and not off & 1:
+    if full is not None and not (off - skb.start) & 1:
         # the device summed the whole frame (as a CHECKSUM_COMPLETE NIC fills
         # skb->csum); take away the headers pulled so far (skb_gro_postpull_rcsum).
         # At an even offset the 16-bit words line up, so this is exactly the sum
         # of the segment (reduced, as sum16's), and the verdict is csum.is_valid's.
-        segment_sum = (full - _from_bytes(data[:off], "big")) % 0xFFFF
+        segment_sum = (full - _from_bytes(data[skb.start:off], "big")) % 0xFFFF
     else:
-        segment_sum = sum16_range(data, off, len(data))
+        segment_sum = sum16_range(data, off, skb.end)
     total = pseudo_sum + segment_sum
     if total % 0xFFFF == 0:
         return True
@@ -109,12 +109,11 @@ def validate_l4(gro, skb, pseudo_sum: int, field_at: int, lco=None) -> bool:
 # it, with the inner checksum filled in, not for the bytes a capture shows.
 # --csum auto counts the innermost seed as filled, so it counts such an enclosing
 # checksum as valid too.
-def inner_seed_sum(data, at, etype):
+def inner_seed_sum(data, at, etype, n):
     """The packet at ``at`` (an Ethernet frame when ``etype`` is None, else an IP
     packet of that ethertype): when its TCP/UDP checksum field holds the
     pseudo-header seed, the sum (mod 0xFFFF) of its L4 bytes plus its
-    pseudo-header; otherwise None."""
-    n = len(data)
+    pseudo-header; otherwise None.  The frame ends at data[n]."""
     if etype is None:
         if n < at + 14:
             return None
@@ -150,14 +149,14 @@ def inner_seed_sum(data, at, etype):
     return (ps + sum16_range(data, l4, end)) % 0xFFFF
 
 
-def lco_valid(data, start, total, at, etype):
+def lco_valid(data, start, total, at, etype, n):
     """--csum auto: an enclosing checksum covering ``start`` onwards, whose covered
     sum as captured (its pseudo-header included) is ``total``, is right once the
     innermost seed at ``at`` is filled in (the fill adds minus the inner segment's
     sum with its pseudo-header)."""
     if (at - start) & 1:
         return False
-    inner = inner_seed_sum(data, at, etype)
+    inner = inner_seed_sum(data, at, etype, n)
     return inner is not None and (total - inner) % 0xFFFF == 0
 
 
@@ -199,7 +198,7 @@ def _receive(bucket, skb, gro, ipv6):
         # a packet that will be flushed anyway is not verified
         data = skb.data
         nh = skb.network_offsets[skb.encap_mark]
-        ps = pseudo6(data, nh, len(data) - skb.off) if ipv6 else pseudo4(data, nh, len(data) - skb.off)
+        ps = pseudo6(data, nh, skb.end - skb.off) if ipv6 else pseudo4(data, nh, skb.end - skb.off)
         if not validate_l4(gro, skb, ps, skb.off + 16):
             skb.flush = "tcp_csum_bad"
             return None
@@ -207,7 +206,7 @@ def _receive(bucket, skb, gro, ipv6):
     # tcp_gro_pull_header, inlined: the header length, or the frame is unusable
     data = skb.data
     off = skb.off
-    n = len(data)
+    n = skb.end
     thlen = (data[off + 12] >> 4) * 4 if n >= off + 20 else 0
     if thlen < 20 or n < off + thlen:
         skb.flush = skb.flush or "tcp_hdr_bad"
@@ -314,14 +313,14 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
     data = skb.data
     off = skb.off
     flags = word32(data, off + 12)
-    # tcp_gro_lookup: the port pair completes the flow identity
-    extend_key(skb, data, off, 4)
-    key = skb.key
+    # tcp_gro_lookup: the port pair completes the flow identity (compared where
+    # it lies; copied into skb.key only if the segment is not merged)
+    defer_key(skb, off, 4)
     skb.l4_off = off
     skb.off = end = off + thlen
-    length = len(data) - end
+    length = skb.end - end
     mss = 1
-    p = bucket.find(skb.hash, key)
+    p = bucket.find_waiting(skb.hash, skb)
     if gro.tcp_fraglist:
         # row T2, tcp4/6_check_fraglist_gro: a held packet passes its mode on; otherwise
         # fraglist GRO is for flows no local established socket terminates
@@ -388,6 +387,8 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
                 p.flush = reason
             else:
                 p.flag_or |= flags & _FIN_PSH
+    if not skb.same_flow:
+        settled_key(skb)                      # it is held or goes up: its key is read
     # final check: a short segment or one of URG/PSH/RST/SYN/FIN ends the aggregate
     final = length < mss or flags & _FINAL_FLAGS
     if final:
@@ -426,8 +427,8 @@ def full_l4_checksum(p, header, thoff: int, check_at: int, pseudo_sum: int) -> i
     header[thoff + check_at + 1] = 0
     total = pseudo_sum + csum.sum16(memoryview(header)[thoff:])
     # the payload follows the (possibly odd-length) header; sum it in place
-    merged = [s.data[len(s.data) - s.payload_len:] for s in p.merged]
-    payload = b"".join([memoryview(p.data)[p.off:], *merged])
+    merged = [s.data[s.end - s.payload_len:s.end] for s in p.merged]
+    payload = b"".join([memoryview(p.data)[p.off:p.end], *merged])
     if (len(header) - thoff) & 1:
         total += csum.sum16(b"\x00" + payload)
     else:

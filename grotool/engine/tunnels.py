@@ -56,7 +56,7 @@ def gre_gro_receive(bucket, skb, gro):
         return None
     data = skb.data
     off = skb.off
-    if len(data) < off + 4:
+    if skb.end < off + 4:
         skb.flush = skb.flush or "tunnel_hdr_bad"
         return None
     flags = (data[off] << 8) | data[off + 1]
@@ -70,14 +70,14 @@ def gre_gro_receive(bucket, skb, gro):
         skb.flush = skb.flush or "gre_unsupported"
         return None
     hlen = 4 + (4 if flags & GRE_KEY else 0) + (4 if flags & GRE_CSUM else 0)
-    if len(data) < off + hlen:
+    if skb.end < off + hlen:
         skb.flush = skb.flush or "tunnel_hdr_bad"
         return None
     if flags & GRE_CSUM and skb.flush is None and gro.verify_l4:
         # skb_gro_checksum_simple_validate: GRE header and everything after it
-        total = csum.sum16(memoryview(data)[off:])
+        total = csum.sum16(memoryview(data)[off:skb.end])
         if total and not (gro.csum_auto and lco_valid(data, off, total, off + hlen,
-                                                        None if inner == ETH_P_TEB else inner)):
+                                                        None if inner == ETH_P_TEB else inner, skb.end)):
             gro.stats.csum_bad += 1
             skb.flush = "gre_csum_bad"
             return None
@@ -113,7 +113,7 @@ def vxlan_gro_receive(bucket, skb, gro):
     offload configured), then eth_gro_receive."""
     data = skb.data
     off = skb.off
-    if len(data) < off + 8:
+    if skb.end < off + 8:
         skb.flush = skb.flush or "tunnel_hdr_bad"
         return None
     extend_key(skb, data, off, 8)
@@ -138,14 +138,14 @@ def geneve_gro_receive(bucket, skb, gro):
     inner protocol from proto_type (Ethernet for ETH_P_TEB)."""
     data = skb.data
     off = skb.off
-    if len(data) < off + 8:
+    if skb.end < off + 8:
         skb.flush = skb.flush or "tunnel_hdr_bad"
         return None
     if data[off] >> 6 != 0 or data[off + 1] & 0x80:
         skb.flush = skb.flush or "tunnel_hdr_bad"
         return None
     hlen = _geneve_hlen(data, off)
-    if len(data) < off + hlen:
+    if skb.end < off + hlen:
         skb.flush = skb.flush or "tunnel_hdr_bad"
         return None
     inner = (data[off + 2] << 8) | data[off + 3]
@@ -178,13 +178,13 @@ def geneve_gro_complete(gro, p, header, gso_type, nhoff):
 _INNER_ETHERTYPES = (0x0800, 0x86DD, 0x8100, 0x88A8, 0x0806)
 
 
-def udp_tunnel_payload(data, at) -> str:
+def udp_tunnel_payload(data, at, n) -> str:
     """"vxlan" or "geneve" when the UDP payload at ``at`` starts with that
     tunnel's header (VXLAN: the I flag; GENEVE: version 0, protocol
     Transparent Ethernet Bridging) and an inner Ethernet header; "" otherwise.
     Not a GRO rule: it tells a datagram with no GRO path that a VXLAN or
-    GENEVE device on its port would have taken (the replay's hint names it)."""
-    n = len(data)
+    GENEVE device on its port would have taken (the replay's hint names it).
+    The frame ends at data[n]."""
     if n < at + 8 + 14:
         return ""
     if data[at] & 0x08 and not (data[at + 1] | data[at + 2] | data[at + 3] | data[at + 7]):
@@ -203,7 +203,7 @@ def eth_gro_receive(bucket, skb, gro):
     compare_ether_header) is part of the flow identity."""
     data = skb.data
     off = skb.off
-    if len(data) < off + 14:
+    if skb.end < off + 14:
         skb.flush = skb.flush or "tunnel_hdr_bad"
         return None
     ethertype = (data[off + 12] << 8) | data[off + 13]

@@ -29,7 +29,7 @@ def _receive(bucket, skb, gro, pseudo):
     """The shared body of udp4_gro_receive and udp6_gro_receive."""
     data = skb.data
     off = skb.off
-    if len(data) < off + 8:
+    if skb.end < off + 8:
         skb.flush = skb.flush or "udp_hdr_unreadable"
         return None
     check = (data[off + 6] << 8) | data[off + 7]
@@ -39,7 +39,7 @@ def _receive(bucket, skb, gro, pseudo):
         if skb.flush is None:
             # skb_gro_checksum_validate_zero_check: a zero checksum is accepted unchecked
             if check:
-                ps = pseudo(data, skb.network_offsets[skb.encap_mark], len(data) - off, 17)
+                ps = pseudo(data, skb.network_offsets[skb.encap_mark], skb.end - off, 17)
                 if not validate_l4(gro, skb, ps, off + 6, _tunnel_lco if gro.csum_auto else None):
                     skb.flush = "udp_csum_bad"
                     return None
@@ -64,13 +64,13 @@ def _tunnel_lco(gro, skb, total):
     sk = gro.host.udp_socket((data[off + 2] << 8) | data[off + 3])
     if sk is VXLAN_SOCKET:
         at, etype = off + 16, None
-    elif sk is GENEVE_SOCKET and len(data) >= off + 16:
+    elif sk is GENEVE_SOCKET and skb.end >= off + 16:
         at = off + 16 + (data[off + 8] & 0x3F) * 4
         etype = (data[off + 10] << 8) | data[off + 11]
         etype = None if etype == ETH_P_TEB else etype
     else:
         return False
-    return lco_valid(data, off, total, at, etype)
+    return lco_valid(data, off, total, at, etype, skb.end)
 
 
 def udp4_gro_receive(bucket, skb, gro):
@@ -107,7 +107,7 @@ def udp_gro_receive(bucket, skb, gro, sk, check, unverified):
             elif len(ports) < 4096:
                 ports[dport] = 1
                 # the first datagram to a port: a VXLAN/GENEVE device there would have taken it?
-                kind = udp_tunnel_payload(data, off + 8)
+                kind = udp_tunnel_payload(data, off + 8, skb.end)
                 if kind:
                     gro.stats.udp_tunnel_payloads[dport] = kind
             skb.flush = "udp_no_gro_path"
@@ -147,7 +147,7 @@ def udp_gro_receive_segment(bucket, skb, gro, check):
         skb.flush = skb.flush or "udp_zero_csum"
         return None
     ulen = (data[off + 4] << 8) | data[off + 5]
-    if ulen <= 8 or ulen != len(data) - off:
+    if ulen <= 8 or ulen != skb.end - off:
         skb.flush = skb.flush or "udp_bad_len"
         return None
     extend_key(skb, data, off, 4)        # the port pair completes the flow identity

@@ -11,7 +11,7 @@ def vlan_gro_receive(bucket, skb, gro):
     part of the flow identity (compare_vlan_header); QinQ recurses."""
     data = skb.data
     off = skb.off
-    if len(data) < off + 4:
+    if skb.end < off + 4:
         skb.flush = skb.flush or "vlan_hdr_unreadable"
         return None
     inner = (data[off + 2] << 8) | data[off + 3]

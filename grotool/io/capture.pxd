@@ -6,9 +6,10 @@ from cpython.bytes cimport PyBytes_FromStringAndSize
 
 cdef class _Records:
     cdef public long long ts
-    cdef public Py_ssize_t wirelen, interface
+    cdef public Py_ssize_t wirelen, interface, view_start, view_end
     cdef public bint outbound
     cpdef next_data(self)
+    cpdef next_view(self)
 
 cdef class _PcapngRecords(_Records):
     cdef object records
@@ -30,6 +31,7 @@ cdef class _PcapRecords(_Records):
                    sec=cython.longlong, fraction=cython.longlong, caplen=cython.longlong,
                    wirelen=cython.longlong, raw="const unsigned char *", w0=cython.longlong, w1=cython.longlong,
                    w2=cython.longlong, w3=cython.longlong)
+    cpdef next_view(self)
     cpdef next_data(self)
 
 cdef Py_ssize_t WRITE_GATHER_BYTES, WRITE_GATHER_PIECES

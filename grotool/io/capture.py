@@ -68,7 +68,9 @@ def _open_binary(path: str) -> BinaryIO:
     if path == "-":
         return sys.stdin.buffer
     try:
-        return open(path, "rb")
+        # unbuffered: the reader asks for 64 KiB chunks, which a buffered file
+        # would copy once more out of its own 8 KiB buffer
+        return open(path, "rb", buffering=0)
     except OSError as exc:
         raise InputError(f"{path}: cannot open: {exc.strerror}") from None
 
@@ -196,6 +198,16 @@ class _Records:
     def next_data(self) -> Optional[bytes]:
         raise NotImplementedError
 
+    def next_view(self) -> Optional[bytes]:
+        """next_data() without the copy: a string holding the record's data at
+        [view_start, view_end) (left beside ``ts``); None at the end.
+        The string is never changed: a frame may keep it as its bytes."""
+        data = self.next_data()
+        if data is not None:
+            self.view_start = 0
+            self.view_end = len(data)
+        return data
+
 
 class _PcapngRecords(_Records):
     """The ``(ts_ns, data, wirelen, interface, outbound)`` records of a pcapng file as _Records."""
@@ -206,6 +218,8 @@ class _PcapngRecords(_Records):
         self.wirelen = 0
         self.interface = 0
         self.outbound = False
+        self.view_start = 0
+        self.view_end = 0
 
     def next_data(self) -> Optional[bytes]:
         record = next(self.records, None)
@@ -262,6 +276,8 @@ class _PcapRecords(_Records):
         self.wirelen = 0
         self.interface = 0
         self.outbound = False
+        self.view_start = 0          # where next_view's record lies in its buffer
+        self.view_end = 0
 
     def refill(self, need: int) -> None:
         """Keep the unread tail and add behind it until ``need`` bytes are
@@ -322,8 +338,9 @@ class _PcapRecords(_Records):
         self.done = True
         self.reader._truncated(self.index + 1, at, detail)
 
-    def next_data(self) -> Optional[bytes]:
-        """The next record's data; None at the end of the file or after a record cut short."""
+    def next_view(self) -> Optional[bytes]:
+        """The next record: the buffer holding its data at [view_start, view_end) (see
+        _Records.next_view); None at the end of the file or after a record cut short."""
         if self.done:
             return None
         if self.end - self.pos < 16 and not self.eof:
@@ -376,8 +393,16 @@ class _PcapRecords(_Records):
                 self.index, self.offset + pos, f"timestamp fraction {fraction} is not below one second",
                 self.ts if self.index > 1 else sec * 1_000_000_000)
         self.wirelen = wirelen
-        raw = self.buf          # read in place (a C pointer in the compiled build): pos + 16 <= stop <= end
-        return raw[pos + 16:stop]
+        self.view_start = pos + 16
+        self.view_end = stop
+        return self.buf
+
+    def next_data(self) -> Optional[bytes]:
+        """The next record's data; None at the end of the file or after a record cut short."""
+        buf = self.next_view()
+        if buf is None:
+            return None
+        return buf[self.view_start:self.view_end]
 
 
 class CaptureReader:

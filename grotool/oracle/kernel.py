@@ -795,7 +795,7 @@ def host_hint(frames: Sequence[bytes], host: HostState) -> Optional[str]:
             tcp_seen = tcp_seen or p.payload > 0
         elif p.proto == fr.IPPROTO_UDP:
             if p.dport not in udp_ports:
-                kind = udp_tunnel_payload(f, p.payload_off)
+                kind = udp_tunnel_payload(f, p.payload_off, len(f))
                 if kind:
                     shaped[kind].add(p.dport)
             udp_ports.add(p.dport)
