@@ -243,6 +243,25 @@ def test_skb_declarations_are_exactly_the_fields_init_sets():
     assert set(slots) == set(set_by_init), set(slots) - set(set_by_init)
 
 
+def test_new_skb_sets_what_skb_init_sets_in_the_compiled_build(compiled_build):
+    # the compiled new_skb sets only the fields a new object does not already hold
+    # as 0 or None: every field must still equal what Skb() and its rebased
+    # offsets give, in both builds
+    code = ("from grotool.engine.skb import Skb, new_skb\n"
+            "frame = bytes(range(60))\n"
+            "s = Skb(frame, 5, 7, 14, 0, 0x800, b'k')\n"
+            "t = new_skb(b'xxxxx' + frame + b'yy', 5, 65, 5, 7, 14, 0x800, b'k')\n"
+            "moved = ('data', 'start', 'end', 'off', 'network_offsets')\n"
+            "same = [n for n in Skb.__slots__ if n not in moved and getattr(s, n) == getattr(t, n)]\n"
+            "print(len(same) == len(Skb.__slots__) - len(moved), [n for n in Skb.__slots__ if n not in moved and n not in same])\n"
+            "print(t.data[t.start:t.end] == frame, t.off - t.start == s.off, list(t.network_offsets) == [19, 19])\n")
+    for pure in (False, True):
+        proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_env(pure=pure), capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.split() == ["True", "[]", "True", "True", "True"], (pure, proc.stdout)
+
+
 # Header words read in place (C integers in the compiled build) must keep their
 # full unsigned values: a top byte of 0x80 or more shifted by 24 overflows a C int.
 # These run in both builds (CI runs the suite with GROTOOL_PURE=1 too).

@@ -335,16 +335,34 @@ def test_settled_key_takes_the_pending_link_header_once():
 
 
 def test_deferred_ranges_join_the_key_in_order():
-    """IP in IP defers twice: the first ranges join before the second wait."""
+    """IP in IP defers two ranges twice: the first join before the second wait;
+    one range more (TCP's ports) waits behind them, compared in place."""
     frame = skb.Skb(b"0123456789", 0, 0, 2)
     frame.key_from_frame = 2
     skb.defer_key(frame, 4, 2, 9, 1)
     assert frame.key == b""
-    skb.defer_key(frame, 6, 1)
-    assert frame.key == b"01459" and (frame.key_at, frame.key_n, frame.key_n2) == (6, 1, 0)
-    assert skb.settled_key(frame) == b"014596" and skb.settled_key(frame) == b"014596"
+    skb.defer_key(frame, 6, 1, 3, 1)
+    assert frame.key == b"01459" and (frame.key_at, frame.key_n, frame.key_at2, frame.key_n2) == (6, 1, 3, 1)
+    skb.defer_key(frame, 7, 2)
+    assert frame.key == b"01459" and (frame.key_at3, frame.key_n3) == (7, 2)
+    assert skb.key_matches(b"014596378", frame) and not skb.key_matches(b"014596377", frame)
+    assert not skb.key_matches(b"01459637", frame)
+    assert skb.settled_key(frame) == b"014596378" and skb.settled_key(frame) == b"014596378"
     skb.extend_key(frame, frame.data, 8, 2)
-    assert frame.key == b"01459689"
+    assert frame.key == b"01459637889"
+
+
+def test_a_frame_in_a_larger_buffer_keys_its_own_bytes():
+    """A frame read where it lies in the reader's buffer (data[start:end]):
+    its link header's key bytes are its own, not the buffer's first bytes."""
+    frame = skb.new_skb(b"xyz0123456789", 3, 13, 0, 0, 2, 0x800, b"")
+    frame.key_from_frame = 2
+    skb.defer_key(frame, 7, 2, 12, 1)
+    skb.defer_key(frame, 9, 1)
+    assert skb.key_matches(b"014596", frame) and not skb.key_matches(b"xy4596", frame)
+    assert skb.settled_key(frame) == b"014596"
+    skb.rebase(frame)
+    assert (frame.data, frame.start, frame.end, frame.off) == (b"0123456789", 0, 10, 2)
 
 
 # ------------------------------------------------------------------------------------------

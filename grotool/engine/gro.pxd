@@ -21,7 +21,8 @@ cdef class Bucket:
 
 cdef class GroNode:
     cdef dict __dict__
-    cdef public object settings, host, events, _deliver, jiffies
+    cdef public object settings, host, events, _deliver
+    cdef public long long jiffies
     cdef public Stats stats
     cdef public list buckets, rx_list
     cdef public tuple packet_offloads
@@ -53,6 +54,6 @@ cdef class GroNode:
     cpdef normal(self, Skb skb, reason)
     cpdef normal_one(self, Delivery delivery)
     cpdef normal_list(self)
-    @cython.locals(bucket=Bucket, held=list, p=Skb)
+    @cython.locals(bucket=Bucket, held=list, p=Skb, jiffies="long long")
     cpdef flush(self, bint flush_old, reason)
     cpdef flush_normal(self, bint flush_old, reason)

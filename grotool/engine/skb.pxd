@@ -1,8 +1,8 @@
 # Cython declarations for skb.py (used only by the compiled build): every Skb
 # field becomes a typed C field.  Offsets, lengths and small counters are
 # C integers (bounded by the frame and aggregate sizes), and so are the frame's
-# and the delivery's timestamps (bounded by the engine's clock); jiffies, the
-# flush reason and the checksum sum stay Python objects.  No rule lives here.
+# and the delivery's timestamps and the jiffies (bounded by the engine's clock);
+# the flush reason and the checksum sum stay Python objects.  No rule lives here.
 cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.string cimport memcpy
@@ -43,7 +43,7 @@ cdef class Skb:
     cdef public Py_ssize_t length
     cdef public Py_ssize_t payload_len
     cdef public Py_ssize_t gso_size
-    cdef public object age
+    cdef public long long age
     cdef public list merged
     cdef public long long flag_or
     cdef public int encapsulation

@@ -181,6 +181,25 @@ def new_skb(data, start, end, ts, index, l2_len, protocol, key) -> Skb:
     its frame at data[start:end] (the compiled build makes it without the
     Python call protocol)."""
     skb = Skb.__new__(Skb)
+    if cython.compiled:
+        # a new extension object's C fields are 0 and its object fields None:
+        # the fields _init_skb gives another value are set (tests/test_builds.py
+        # checks the two agree)
+        skb.data = data
+        skb.start = start
+        skb.end = end
+        skb.ts = ts
+        skb.index = index
+        skb.l2_len = l2_len
+        skb.protocol = protocol
+        skb.off = start + l2_len
+        skb.key = key
+        skb.count = 1
+        skb.network_offsets[0] = start + l2_len
+        skb.network_offsets[1] = start + l2_len
+        skb.csum_level = -1
+        skb.flush_layer = ""
+        return skb
     _init_skb(skb, data, ts, index, l2_len, 0, protocol, key)
     if start or end != len(data):
         skb.start = start

@@ -246,7 +246,7 @@ class _PcapRecords(_Records):
     copy a record costs).  A record cut short by the end of the file is handed
     to the reader's ``_truncated``."""
 
-    def __init__(self, reader: "CaptureReader", first: bytes, offset: int):
+    def __init__(self, reader: "CaptureReader", first: bytes, pos: int, offset: int):
         self.reader = reader
         self.stream = reader._stream
         self.name = reader.name
@@ -266,7 +266,7 @@ class _PcapRecords(_Records):
         self.buf = first
         self.spare = b""             # a chunk read ahead whose bytes from spare_pos follow buf's end in the file
         self.spare_pos = 0
-        self.pos = 0                 # the next record's header in buf
+        self.pos = pos               # the next record's header in buf
         self.end = len(first)
         self.offset = offset         # file offset of buf[0]
         self.eof = False
@@ -466,7 +466,7 @@ class CaptureReader:
         elif m_le in (PCAP_MAGIC_US, PCAP_MAGIC_NS) or m_be in (PCAP_MAGIC_US, PCAP_MAGIC_NS):
             self.format = "pcap"
             self._read_pcap_header()
-            self._pcap = _PcapRecords(self, self._buf[self._pos:], self._base + self._pos)
+            self._pcap = _PcapRecords(self, self._buf, self._pos, self._base)
             self._buf = b""
             self._pos = 0
             self._iter = self._pcap
@@ -516,7 +516,8 @@ class CaptureReader:
                 break
             parts.append(chunk)
             have += len(chunk)
-        self._buf = b"".join(parts)
+        # (nothing was left unread: the chunk read becomes the buffer as it is)
+        self._buf = parts[1] if len(parts) == 2 and not parts[0] else b"".join(parts)
         self._pos = 0
         return have >= need
 
