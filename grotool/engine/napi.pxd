@@ -8,7 +8,7 @@ from grotool.engine.rss cimport Toeplitz, hash_input
 cdef long long NEVER, NS_PER_S
 cdef int EVENT_IRQ, EVENT_TIMER, EVENT_STEP
 
-cpdef long long jiffies_at(long long now, long hz)
+cpdef long long jiffies_at(long long now, long hz) noexcept
 cpdef receive_batch(GroNode gro, list skbs, primer)
 cpdef budget_exhausted(GroNode gro, long hz)
 

@@ -374,8 +374,12 @@ class NicDevice:
             ring = q.ring
             work = min(self.budget, len(ring))
             if work:
-                batch = ring[:work]
-                del ring[:work]
+                if work == len(ring):
+                    batch = ring                 # the whole ring: no copy
+                    ring = q.ring = []
+                else:
+                    batch = ring[:work]
+                    del ring[:work]
                 receive_batch(gro, batch, self.primer)
             if work == self.budget:
                 budget_exhausted(gro, self.hz)

@@ -13,9 +13,9 @@ cdef long TCP_FLAG_SYN, TCP_FLAG_FIN, TCP_DOFF, TCP_RESERVED, TCP_WINDOW
 cdef long _NOT_COMPARED, _COMPARED, _FIN_PSH, _FINAL_FLAGS, SEQ_MASK
 
 @cython.locals(raw=cython.p_uchar, top=long)
-cpdef long word32(bytes data, Py_ssize_t at)
+cpdef long word32(bytes data, Py_ssize_t at) noexcept
 @cython.locals(raw_a=cython.p_uchar, raw_b=cython.p_uchar)
-cpdef bint same_bytes(bytes a, Py_ssize_t i, bytes b, Py_ssize_t j, Py_ssize_t n)
+cpdef bint same_bytes(bytes a, Py_ssize_t i, bytes b, Py_ssize_t j, Py_ssize_t n) noexcept
 @cython.locals(raw=cython.p_uchar, kind=int, olen=int)
 cdef Py_ssize_t option_step(bytes data, Py_ssize_t at, Py_ssize_t i, Py_ssize_t n)
 @cython.locals(i=Py_ssize_t, step=Py_ssize_t, n=Py_ssize_t, found=list)
