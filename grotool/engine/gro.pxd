@@ -26,6 +26,7 @@ cdef class GroNode:
     cdef public Stats stats
     cdef public list buckets, rx_list
     cdef public tuple packet_offloads
+    cdef public PacketOffload last_offload
     cdef public Py_ssize_t held_count, rx_count, queue, poll, _batch, max_skb_frags, size_check_from
     cdef public bint verify_l4, csum_auto, gro_enabled, rx_gro_list, l4_csum_full
     # the kernel profile's rows (kernels.py), read by the rule sites

@@ -128,6 +128,9 @@ class GroNode:
         self.packet_offloads = tuple(
             offload for ethertype, offload in PACKET_OFFLOADS.items()
             if settings.vlan_gro or ethertype not in offloads.VLAN_ETHERTYPES)
+        # the entry the last frame's protocol found (the list never changes): the
+        # next frame of that protocol is not searched for again
+        self.last_offload = self.packet_offloads[0]
 
     # -- dev_gro_receive --------------------------------------------------------
     def receive(self, skb: Skb) -> None:
@@ -137,10 +140,13 @@ class GroNode:
             self.normal(skb, "gro_disabled")
             return
         bucket = self.buckets[skb.hash & (GRO_HASH_BUCKETS - 1)]
-        entry = packet_offload(self.packet_offloads, skb.protocol)
-        if entry is None:
-            self.normal(skb, skb.flush or "no_l2_handler")
-            return
+        entry = self.last_offload
+        if entry.type != skb.protocol:
+            entry = packet_offload(self.packet_offloads, skb.protocol)
+            if entry is None:
+                self.normal(skb, skb.flush or "no_l2_handler")
+                return
+            self.last_offload = entry
         pp = entry.receive(bucket, skb, self)
         if pp is not None:
             bucket.remove(pp)
