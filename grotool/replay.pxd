@@ -12,7 +12,8 @@ from grotool.report.stats cimport StatsCollector
 cpdef _deliver(list out, fix, StatsCollector collector, after, PcapWriter writer)
 @cython.locals(ts=cython.longlong, last_ts=cython.longlong, ifid=cython.Py_ssize_t, last_ifid=cython.Py_ssize_t,
                fcs=cython.Py_ssize_t, limit=cython.Py_ssize_t, wirelen=cython.Py_ssize_t,
-               l3_length=cython.Py_ssize_t, out=list, start=cython.Py_ssize_t, end=cython.Py_ssize_t)
+               l3_length=cython.Py_ssize_t, out=list, start=cython.Py_ssize_t, end=cython.Py_ssize_t,
+               in_place=cython.bint)
 cpdef tuple _feed_records(_Records records, Engine engine, fix, StatsCollector collector, after, PcapWriter writer,
                           interface, verifier, Py_ssize_t mtu, reader, census, bint directed=*)
 cdef dict LINK_HEADER_BYTES

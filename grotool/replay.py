@@ -9,6 +9,7 @@ import os
 from typing import Callable, Optional, Sequence, Tuple
 
 from .engine import Engine, Settings
+from .engine.skb import FRAMES_IN_PLACE
 from .errors import InputError
 from .io.capture import CaptureReader, PcapWriter
 from .io.safe_output import check_outputs
@@ -194,8 +195,9 @@ def _feed_records(records, engine, fix, collector, after, writer, interface, ver
     last_ts = 0
     last_ifid = -1
     lt, fcs, limit = 0, 0, 0
-    # each record read where it lies in the reader's buffer (records.next_view):
-    # the engine copies only the frames it holds
+    # each record read where it lies in the reader's buffer (records.next_view),
+    # and the compiled engine takes it there: it copies no frame
+    in_place = FRAMES_IN_PLACE
     buf = records.next_view()
     while buf is not None:
         ts, wirelen, ifid = records.ts, records.wirelen, records.interface
@@ -220,8 +222,10 @@ def _feed_records(records, engine, fix, collector, after, writer, interface, ver
         # the readers' timestamps are ints within the engine's clock
         if directed and records.outbound:
             out = engine.receive_sent(ts, buf[start:end], wirelen, ifid)
-        else:
+        elif in_place:
             out = engine.receive_record(ts, buf, wirelen, ifid, start, end)
+        else:
+            out = engine.receive_record(ts, buf[start:end], wirelen, ifid)
         if out:
             _deliver(out, fix, collector, after, writer)
             out.clear()

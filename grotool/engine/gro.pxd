@@ -49,7 +49,8 @@ cdef class GroNode:
     cpdef merge(self, Skb p, Skb skb)
     @cython.locals(data=bytes, length=Py_ssize_t)
     cpdef merge_list(self, Skb p, Skb skb)
-    @cython.locals(header=bytearray, gso_type=list, first=bytes, raw=cython.p_uchar, start=Py_ssize_t)
+    @cython.locals(header=bytearray, gso_type=list, first=bytes, raw=cython.p_uchar, start=Py_ssize_t,
+                   entry=PacketOffload)
     cpdef complete(self, Skb p, reason)
     @cython.locals(parsed=bint)
     cpdef normal(self, Skb skb, reason)

@@ -147,7 +147,10 @@ class GroNode:
                 self.normal(skb, skb.flush or "no_l2_handler")
                 return
             self.last_offload = entry
-        pp = entry.receive(bucket, skb, self)
+        if cython.compiled:
+            pp = entry.receive(bucket, skb, self)        # a C method (IPv4, IPv6: INDIRECT_CALL_INET)
+        else:
+            pp = entry.gro_receive(bucket, skb, self)    # the interpreter calls the handler itself
         if pp is not None:
             bucket.remove(pp)
             self.held_count -= 1
@@ -264,7 +267,11 @@ class GroNode:
         p.network_offsets[1] -= start
         gso_type: List[str] = []
         # gro_complete: the packet_offload gro_complete for skb->protocol, nhoff at the L3 start
-        packet_offload(self.packet_offloads, p.protocol).complete(self, p, header, gso_type, p.l2_len)
+        entry = packet_offload(self.packet_offloads, p.protocol)
+        if cython.compiled:
+            entry.complete(self, p, header, gso_type, p.l2_len)
+        else:
+            entry.gro_complete(self, p, header, gso_type, p.l2_len)
         self.normal_one(new_super_packet(p, header, reason, tuple(gso_type), self.queue, self.poll, layer))
 
     def normal(self, skb: Skb, reason: str) -> None:

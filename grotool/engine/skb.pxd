@@ -116,7 +116,7 @@ cpdef bytes settled_key(Skb skb)
                header_len=Py_ssize_t, end=Py_ssize_t)
 cpdef bytes _join_super_packet(bytearray header, Skb p)
 
-cpdef _init_skb(Skb skb, bytes data, long long ts, Py_ssize_t index, Py_ssize_t l2_len, long long hash_,
+cpdef _init_skb(Skb skb, bytes data, Py_ssize_t start, Py_ssize_t end, long long ts, Py_ssize_t index, Py_ssize_t l2_len, long long hash_,
                 int protocol, bytes key)
 @cython.locals(skb=Skb)
 cpdef Skb new_skb(bytes data, Py_ssize_t start, Py_ssize_t end, long long ts, Py_ssize_t index, Py_ssize_t l2_len,

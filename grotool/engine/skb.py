@@ -29,6 +29,13 @@ def _slots_repr(cls, obj) -> str:
     return f"{cls.__name__}({fields})"
 
 
+# The compiled engine reads a frame where it lies in the capture reader's
+# buffer (Skb.start/end); the interpreter is given each frame as its own
+# string: offsets into a large buffer are beyond the small integers Python
+# keeps ready, and every header offset it computes would be a new object.
+FRAMES_IN_PLACE = cython.compiled
+
+
 # Neither an skb nor a delivery can be part of a reference cycle: their fields
 # hold bytes, strings, integers and lists or tuples of those, never each other.
 # The compiled build leaves them out of the cycle collector (no tracking when
@@ -89,7 +96,7 @@ class Skb:
 
     def __init__(self, data: bytes, ts: int, index: int, l2_len: int, hash_: int = 0,
                  protocol: int = 0, key: bytes = b""):
-        _init_skb(self, data, ts, index, l2_len, hash_, protocol, key)
+        _init_skb(self, data, 0, len(data), ts, index, l2_len, hash_, protocol, key)
 
     def gro_len(self) -> int:
         """skb_gro_len: bytes after the headers consumed so far."""
@@ -132,17 +139,17 @@ def rebase(skb) -> None:
         skb.key_at3 -= start
 
 
-def _init_skb(skb, data, ts, index, l2_len, hash_, protocol, key) -> None:
+def _init_skb(skb, data, start, end, ts, index, l2_len, hash_, protocol, key) -> None:
     # every field is set here (the compiled build gives each a C type)
     skb.data = data
-    skb.start = 0
-    skb.end = len(data)
+    skb.start = start
+    skb.end = end
     skb.ts = ts
     skb.index = index
     skb.hash = hash_
     skb.l2_len = l2_len
     skb.protocol = protocol
-    skb.off = l2_len
+    skb.off = start + l2_len
     skb.flush = None
     skb.proto = 0
     skb.key = key
@@ -154,7 +161,7 @@ def _init_skb(skb, data, ts, index, l2_len, hash_, protocol, key) -> None:
     skb.key_at3 = 0
     skb.key_n3 = 0
     skb.count = 1
-    skb.network_offsets = [l2_len, l2_len]
+    skb.network_offsets = [start + l2_len, start + l2_len]
     skb.encap_mark = 0
     skb.outer_family = 0
     skb.inner_family = 0
@@ -200,12 +207,7 @@ def new_skb(data, start, end, ts, index, l2_len, protocol, key) -> Skb:
         skb.csum_level = -1
         skb.flush_layer = ""
         return skb
-    _init_skb(skb, data, ts, index, l2_len, 0, protocol, key)
-    if start or end != len(data):
-        skb.start = start
-        skb.end = end
-        skb.off = start + l2_len
-        skb.network_offsets[0] = skb.network_offsets[1] = start + l2_len
+    _init_skb(skb, data, start, end, ts, index, l2_len, 0, protocol, key)
     return skb
 
 

@@ -14,7 +14,7 @@ else:
 from . import csum
 from .csum import seed, sum16_range
 from .network import inet_gro_flush, ipv6_gro_flush, network_flush
-from .skb import defer_key, settled_key
+from .skb import defer_key, extend_key, settled_key
 
 # tcp_flag_word() bits: data offset, reserved/AE, flags, window
 TCP_FLAG_CWR = 0x00800000
@@ -313,14 +313,19 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
     data = skb.data
     off = skb.off
     flags = word32(data, off + 12)
-    # tcp_gro_lookup: the port pair completes the flow identity (compared where
-    # it lies; copied into skb.key only if the segment is not merged)
-    defer_key(skb, off, 4)
+    # tcp_gro_lookup: the port pair completes the flow identity (the compiled
+    # build compares it where it lies and copies it into skb.key only if the
+    # segment is not merged; the interpreter joins and compares strings)
+    if cython.compiled:
+        defer_key(skb, off, 4)
+        p = bucket.find_waiting(skb.hash, skb)
+    else:
+        extend_key(skb, data, off, 4)
+        p = bucket.find(skb.hash, skb.key)
     skb.l4_off = off
     skb.off = end = off + thlen
     length = skb.end - end
     mss = 1
-    p = bucket.find_waiting(skb.hash, skb)
     if gro.tcp_fraglist:
         # row T2, tcp4/6_check_fraglist_gro: a held packet passes its mode on; otherwise
         # fraglist GRO is for flows no local established socket terminates
@@ -387,7 +392,7 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
                 p.flush = reason
             else:
                 p.flag_or |= flags & _FIN_PSH
-    if not skb.same_flow:
+    if cython.compiled and not skb.same_flow:
         settled_key(skb)                      # it is held or goes up: its key is read
     # final check: a short segment or one of URG/PSH/RST/SYN/FIN ends the aggregate
     final = length < mss or flags & _FINAL_FLAGS

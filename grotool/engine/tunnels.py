@@ -92,7 +92,7 @@ def gre_gro_receive(bucket, skb, gro):
     skb.off = off + hlen
     if not enter_layer(skb):
         return None
-    return entry.receive(bucket, skb, gro)
+    return entry.gro_receive(bucket, skb, gro)
 
 
 def gre_gro_complete(gro, p, header, gso_type, nhoff):
@@ -103,7 +103,7 @@ def gre_gro_complete(gro, p, header, gso_type, nhoff):
     flags = (header[nhoff] << 8) | header[nhoff + 1]
     hlen = 4 + (4 if flags & GRE_KEY else 0) + (4 if flags & GRE_CSUM else 0)
     inner = (header[nhoff + 2] << 8) | header[nhoff + 3]
-    packet_offload(gro.packet_offloads, inner).complete(gro, p, header, gso_type, nhoff + hlen)
+    packet_offload(gro.packet_offloads, inner).gro_complete(gro, p, header, gso_type, nhoff + hlen)
 
 
 # -- UDP tunnels: reached from udp_gro_receive through the socket's gro_receive --
@@ -161,7 +161,7 @@ def geneve_gro_receive(bucket, skb, gro):
         return None
     if not enter_layer(skb):
         return None
-    return entry.receive(bucket, skb, gro)
+    return entry.gro_receive(bucket, skb, gro)
 
 
 def geneve_gro_complete(gro, p, header, gso_type, nhoff):
@@ -170,7 +170,7 @@ def geneve_gro_complete(gro, p, header, gso_type, nhoff):
     if inner == ETH_P_TEB:
         eth_gro_complete(gro, p, header, gso_type, nhoff + hlen)
     else:
-        packet_offload(gro.packet_offloads, inner).complete(gro, p, header, gso_type, nhoff + hlen)
+        packet_offload(gro.packet_offloads, inner).gro_complete(gro, p, header, gso_type, nhoff + hlen)
 
 
 # -- inner Ethernet: eth_gro_receive / eth_gro_complete (net/ethernet/eth.c) -----
@@ -215,9 +215,9 @@ def eth_gro_receive(bucket, skb, gro):
     skb.off = off + 14
     if not enter_layer(skb):
         return None
-    return entry.receive(bucket, skb, gro)
+    return entry.gro_receive(bucket, skb, gro)
 
 
 def eth_gro_complete(gro, p, header, gso_type, nhoff):
     ethertype = (header[nhoff + 12] << 8) | header[nhoff + 13]
-    packet_offload(gro.packet_offloads, ethertype).complete(gro, p, header, gso_type, nhoff + 14)
+    packet_offload(gro.packet_offloads, ethertype).gro_complete(gro, p, header, gso_type, nhoff + 14)

@@ -23,10 +23,10 @@ def vlan_gro_receive(bucket, skb, gro):
     skb.off = off + 4
     if not offloads.enter_layer(skb):        # call_gro_receive
         return None
-    return entry.receive(bucket, skb, gro)
+    return entry.gro_receive(bucket, skb, gro)
 
 
 def vlan_gro_complete(gro, p, header, gso_type, nhoff):
     """vlan_gro_complete: complete the encapsulated protocol after the tag."""
     inner = (header[nhoff + 2] << 8) | header[nhoff + 3]
-    offloads.packet_offload(gro.packet_offloads, inner).complete(gro, p, header, gso_type, nhoff + 4)
+    offloads.packet_offload(gro.packet_offloads, inner).gro_complete(gro, p, header, gso_type, nhoff + 4)
