@@ -34,35 +34,24 @@ def _fields(d):
             d.poll, d.layer, d.header_len, d.first_len, d.merged_lens, d.fraglist, d.frame_len)
 
 
-def _through_the_api(path, settings, events):
+def _through_the_engine(path, settings, events, padding=0):
+    """Each frame fed to the engine API: as bytes of its own (padding 0), or
+    inside a larger string, as the compiled replay gives it the reader's
+    buffer (the engine's in-place path, in either build)."""
     with CaptureReader(path, any_linktype=True, tolerate_truncation=True) as reader:
         engine = Engine(reader.linktype or 1, settings, events=events)
         out = []
         for ts, data, wirelen in reader:
-            out += engine.feed(ts, bytes(data), wirelen)
+            if padding:
+                buf = b"\xee" * padding + bytes(data) + b"\xdd" * 7
+                pending = engine.receive_record(ts, buf, wirelen, 0, padding, padding + len(data))
+                out += pending
+                pending.clear()
+            else:
+                out += engine.feed(ts, bytes(data), wirelen)
         out += engine.finish()
         if settings.l4_csum == "full":
             # as replay() does: packets sent up unchanged get valid checksums too
-            fix = _checksum_fixer(reader.linktype or 1, settings, engine.interface_linktypes)
-            for d in out:
-                fix(d)
-    return [_fields(d) for d in out]
-
-
-def _in_larger_buffers(path, settings, events):
-    """Each frame given to the engine inside a larger string, as the compiled
-    replay gives it the reader's buffer: the engine's in-place path, in
-    either build."""
-    with CaptureReader(path, any_linktype=True, tolerate_truncation=True) as reader:
-        engine = Engine(reader.linktype or 1, settings, events=events)
-        out = []
-        for ts, data, wirelen in reader:
-            buf = b"\xee" * 301 + bytes(data) + b"\xdd" * 7
-            pending = engine.receive_record(ts, buf, wirelen, 0, 301, 301 + len(data))
-            out += pending
-            pending.clear()
-        out += engine.finish()
-        if settings.l4_csum == "full":
             fix = _checksum_fixer(reader.linktype or 1, settings, engine.interface_linktypes)
             for d in out:
                 fix(d)
@@ -79,19 +68,19 @@ def _through_a_replay(path, settings, events):
 def test_frames_read_in_place_deliver_what_frames_of_their_own_do(path):
     assert CAPTURES
     for settings in SETTINGS:
-        api = _through_the_api(path, settings, None)
+        api = _through_the_engine(path, settings, None)
         assert api, path
         assert _through_a_replay(path, settings, None) == api, (path, settings)
-        assert _in_larger_buffers(path, settings, None) == api, (path, settings)
+        assert _through_the_engine(path, settings, None, padding=301) == api, (path, settings)
 
 
 @pytest.mark.parametrize("path", CAPTURES[:4], ids=os.path.basename)
 def test_decision_events_are_the_same_for_frames_read_in_place(path):
     for settings in SETTINGS[:3]:
         api_events, replay_events = [], []
-        _through_the_api(path, settings, api_events.append)
+        _through_the_engine(path, settings, api_events.append)
         _through_a_replay(path, settings, replay_events.append)
         assert replay_events and [repr(e) for e in replay_events] == [repr(e) for e in api_events]
         view_events = []
-        _in_larger_buffers(path, settings, view_events.append)
+        _through_the_engine(path, settings, view_events.append, padding=301)
         assert [repr(e) for e in view_events] == [repr(e) for e in api_events]
