@@ -4,7 +4,7 @@
 # on one instance.  No rule lives here.
 cimport cython
 from cpython.bytearray cimport PyByteArray_FromStringAndSize
-from grotool.engine.skb cimport Delivery, Skb, Stats, key_matches, new_delivery, new_super_packet, settled_key
+from grotool.engine.skb cimport Delivery, Skb, Stats, key_matches, new_delivery, new_super_packet
 
 cdef int GRO_HASH_BUCKETS, MAX_GRO_SKBS, GRO_LEGACY_MAX_SIZE
 cdef dict PACKET_OFFLOADS
@@ -45,9 +45,9 @@ cdef class GroNode:
     @cython.locals(total=Py_ssize_t)
     cpdef merge_allowed_size(self, Skb p, Skb skb, Py_ssize_t length)
     cpdef bint bigtcp_eligible(self, Skb p, Skb skb)
-    @cython.locals(data=bytes, off=Py_ssize_t, length=Py_ssize_t, total=Py_ssize_t)
+    @cython.locals(length=Py_ssize_t, total=Py_ssize_t)
     cpdef merge(self, Skb p, Skb skb)
-    @cython.locals(data=bytes, length=Py_ssize_t)
+    @cython.locals(length=Py_ssize_t)
     cpdef merge_list(self, Skb p, Skb skb)
     @cython.locals(header=bytearray, gso_type=list, first=bytes, raw=cython.p_uchar, start=Py_ssize_t,
                    entry=PacketOffload)

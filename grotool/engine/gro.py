@@ -18,7 +18,7 @@ else:
 from .config import GRO_HASH_BUCKETS, GRO_LEGACY_MAX_SIZE, MAX_GRO_SKBS, Settings
 from .hoststate import HostSockets
 from .kernels import cached_profile
-from .skb import Delivery, Skb, Stats, key_matches, new_delivery, new_super_packet, settled_key
+from .skb import Delivery, Skb, Stats, key_matches, new_delivery, new_super_packet
 from . import offloads
 from .offloads import PACKET_OFFLOADS, packet_offload
 from .ipv6 import KEY_FIELDS, KEY_FIELDS_WITH_HOPLIMIT      # (after offloads, which imports ipv6)
@@ -49,9 +49,7 @@ class Bucket:
     def find_waiting(self, hash_: int, skb: Skb) -> Optional[Skb]:
         """find(hash_, settled_key(skb)), comparing the skb's waiting key bytes
         where they lie (key_matches): an arrival that merges never has its key
-        copied (the interpreter settles it and compares strings)."""
-        if not cython.compiled:
-            return self.find(hash_, settled_key(skb))
+        copied."""
         for p in self.held:
             if p.hash == hash_ and key_matches(p.key, skb):
                 return p
@@ -211,9 +209,7 @@ class GroNode:
         """skb_gro_receive: append skb's payload to p.  Returns a refusal reason or None."""
         if skb.flush is not None:
             return skb.flush                         # -E2BIG on a flagged skb
-        data = skb.data
-        off = skb.off
-        length = skb.end - off
+        length = skb.end - skb.off
         # merge_allowed_size, inlined for the common case that fits everywhere
         total = p.length + length
         if total >= self.size_check_from:
@@ -234,7 +230,6 @@ class GroNode:
         if skb.flush is not None and self.flist_honours_flush:
             # a flagged skb is refused, as skb_gro_receive does (row C11)
             return skb.flush
-        data = skb.data
         if p.length + skb.end - skb.start - skb.l2_len >= 65536:
             # the limit is fixed: gro_max_size is not consulted
             return "flist_max_size"

@@ -4,7 +4,6 @@ network.py (include/net/gro.h)."""
 
 from __future__ import annotations
 
-from .csum import ip_header_ok, replace16
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -12,6 +11,7 @@ if TYPE_CHECKING:
 else:
     from ._interpreted import cython
 
+from .csum import ip_header_ok, replace16
 from .offloads import GRO_RECURSION_LIMIT, INET_OFFLOADS, PacketOffload
 from .skb import defer_key
 from .tcp import tcp4_gro_complete, tcp4_gro_receive

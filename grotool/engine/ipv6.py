@@ -5,7 +5,6 @@ and UDP make against a held packet, is in network.py (include/net/gro.h)."""
 from __future__ import annotations
 
 from struct import pack
-
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:

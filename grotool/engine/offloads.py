@@ -19,7 +19,6 @@ else:
     from ._interpreted import cython
 
 
-
 @cython.cclass
 class PacketOffload:
     """struct packet_offload: an ethertype and its GRO callbacks."""

@@ -47,9 +47,9 @@ FRAMES_IN_PLACE = cython.compiled
 class Skb:
     __slots__ = (
         # incoming packet, napi_gro_cb style
-        "data",          # bytes holding the frame, link header included, at [start, end): a
-                         # received frame may lie in the capture reader's buffer (no copy);
-                         # a held packet's is its own string (start 0, see rebase)
+        "data",          # bytes holding the frame, link header included, at [start, end): in
+                         # the compiled replay the capture reader's buffer, kept (never changed)
+                         # while the skb is held or merged; given by the API, the frame itself
         "start",         # the frame's first byte in data; every offset below counts from data[0]
         "end",           # one past the frame's last byte in data
         "ts",            # capture timestamp, ns
@@ -67,7 +67,7 @@ class Skb:
                          # three more ranges of the frame waiting to join the key after
                          # those (defer_key): a merged segment's key is never copied
         "count",         # segments (1 for a received frame)
-        "network_offsets",  # [outer, inner] L3 header offsets (from the frame start)
+        "network_offsets",  # [outer, inner] L3 header offsets (in data; header-relative once completed)
         "encap_mark",
         "outer_family",  # 4 or 6: the family of the outermost IP header
         "inner_family",  # 4 or 6: the family of the inner IP header (encapsulated), else 0
@@ -102,11 +102,6 @@ class Skb:
         """skb_gro_len: bytes after the headers consumed so far."""
         return self.end - self.off
 
-    @property
-    def frame(self) -> bytes:
-        """The frame's bytes (a copy when it lies in a larger buffer)."""
-        return frame_bytes(self)
-
 
 def frame_bytes(skb) -> bytes:
     """The bytes of skb's frame: data itself, or its [start, end) slice."""
@@ -118,8 +113,8 @@ def frame_bytes(skb) -> bytes:
 
 def rebase(skb) -> None:
     """Give a frame that lies in a larger buffer its own string, and every
-    offset with it: a packet GRO holds outlives the reader's buffer, and its
-    completion rebuilds a header counted from the frame's start."""
+    offset with it (explain's recorder: its evidence reads the arriving frame
+    and a held packet's at offsets counted from each frame's start)."""
     start = skb.start
     if start == 0 and skb.end == len(skb.data):
         return
