@@ -256,9 +256,7 @@ class Replay:
     def _dpdk_input(self):
         """(Ethernet frames, timestamps, input info) for the DPDK model: a capture as
         `replay --stack dpdk` reads it, or the frames given, made Ethernet likewise."""
-        from .oracle import read_input
-        from .oracle.frames import to_ethernet
-        from .oracle.kernel import frame_problem
+        from .oracle import ethernet_frame, read_input
 
         source = self._source
         if isinstance(source, (str, os.PathLike)):
@@ -270,15 +268,7 @@ class Replay:
         frames, stamps = [], []
         try:
             for ts, data, _wirelen, _outbound in records:
-                number = len(frames) + 1
-                try:
-                    frame = to_ethernet(linktype, data)
-                except ValueError as exc:
-                    raise InputError(f"frame {number}: {exc}") from None
-                problem = frame_problem(frame)
-                if problem:
-                    raise InputError(f"frame {number} is {problem}")
-                frames.append(frame)
+                frames.append(ethernet_frame(linktype, data, f"frame {len(frames) + 1}"))
                 stamps.append(ts)
         finally:
             close()

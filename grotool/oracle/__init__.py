@@ -101,6 +101,19 @@ def document(result: KernelReplayResult, input_info: dict) -> dict:
     }
 
 
+def ethernet_frame(linktype: int, data, where: str) -> bytes:
+    """A captured frame as the Ethernet frame an oracle injects; InputError
+    naming ``where`` (e.g. "in.pcap: record 3") when it cannot be one."""
+    try:
+        frame = to_ethernet(linktype, bytes(data))
+    except ValueError as exc:
+        raise InputError(f"{where}: {exc}") from None
+    problem = frame_problem(frame)
+    if problem:
+        raise InputError(f"{where} is {problem}")
+    return frame
+
+
 def read_input(input_path: str):
     """(Ethernet frames, timestamps, input info) of a capture file; InputError when unusable."""
     frames_out, stamps = [], []
@@ -115,14 +128,7 @@ def read_input(input_path: str):
                 data, wirelen = data[:-fcs], wirelen - fcs
             if len(data) < wirelen:
                 truncated += 1               # injected as captured, like grotool replay does
-            try:
-                frame = to_ethernet(linktype, bytes(data))
-            except ValueError as exc:
-                raise InputError(f"{reader.name}: record {index + 1}: {exc}") from None
-            problem = frame_problem(frame)
-            if problem:
-                raise InputError(f"{reader.name}: record {index + 1} is {problem}")
-            frames_out.append(frame)
+            frames_out.append(ethernet_frame(linktype, data, f"{reader.name}: record {index + 1}"))
             stamps.append(ts)
             first_ts = ts if first_ts is None else first_ts
             last_ts = ts
