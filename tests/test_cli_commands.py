@@ -202,7 +202,7 @@ print(gc.get_threshold(), gc.get_freeze_count() > 1000)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert [line for line in r.stdout.splitlines() if line.startswith(("True", "False", "("))] == \
-        ["True 0", "(5000, 10, 10) True"]
+        ["True 0", "(100000, 10, 10) True"]
     from importlib.metadata import entry_points
 
     assert [e.value for e in entry_points(group="console_scripts") if e.name == "grotool"] == ["grotool.__main__:main"]
@@ -230,4 +230,4 @@ print(seen, gc.get_threshold())
 """
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip().splitlines()[-1] == "[False, True] (5000, 10, 10)"
+    assert r.stdout.strip().splitlines()[-1] == "[False, True] (100000, 10, 10)"
