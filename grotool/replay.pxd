@@ -4,11 +4,11 @@
 # directly (C calls, no boxed arguments).
 import cython
 from grotool.engine cimport Engine
-from grotool.engine.skb cimport Delivery
+from grotool.engine.skb cimport Delivery, copy_frame
 from grotool.io.capture cimport PcapWriter, _Records
 from grotool.report.stats cimport StatsCollector
 
-@cython.locals(d=Delivery)
+@cython.locals(d=Delivery, at=cython.Py_ssize_t)
 cpdef _deliver(list out, fix, StatsCollector collector, after, PcapWriter writer)
 @cython.locals(ts=cython.longlong, last_ts=cython.longlong, ifid=cython.Py_ssize_t, last_ifid=cython.Py_ssize_t,
                fcs=cython.Py_ssize_t, limit=cython.Py_ssize_t, wirelen=cython.Py_ssize_t,

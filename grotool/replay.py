@@ -6,7 +6,7 @@ Glue between grotool.io, grotool.engine and grotool.report; no printing.
 from __future__ import annotations
 
 import os
-from typing import Callable, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Optional, Sequence, Tuple
 
 from .engine import Engine, Settings
 from .engine.skb import FRAMES_IN_PLACE
@@ -16,6 +16,11 @@ from .io.safe_output import check_outputs
 from .linktypes import LINK_HEADER_BYTES as _LINK_HEADER_BYTES, LINKTYPE_ETHERNET, SUPPORTED_LINKTYPES
 from .report.mtu import DEFAULT_MTU, MtuCensus
 from .report.stats import StatsCollector
+
+if TYPE_CHECKING:
+    import cython        # read by the Cython compiler only: the deliveries copied into the writer's buffer
+else:
+    from .engine._interpreted import cython
 
 
 class ReplayResult:
@@ -179,6 +184,13 @@ def _deliver(out: list, fix, collector, after, writer) -> None:
         if after is not None:
             after(d)
         if writer is not None:
+            if cython.compiled:
+                # copied once, from the frames GRO kept, into the writer's buffer
+                at = writer.reserve(d.ts, d.frame_len)
+                if at >= 0:
+                    if copy_frame(d, cython.cast(cython.p_uchar, writer._buffer) + at):
+                        continue
+                    writer.unreserve(d.frame_len)
             writer.write_ts(d.ts, d.data)
 
 

@@ -1,6 +1,9 @@
 """PcapWriter's hand-overs to the write-behind thread: 1.5 megabytes (or 512
 records, one os.writev) at a time, at most WRITE_BEHIND_QUEUE of them waiting, every byte
-written in order; the bytes in flight stay bounded whatever the thread does."""
+written in order; the bytes in flight stay bounded whatever the thread does.  The
+compiled build copies records of up to 64 KiB into a 1.5 MiB buffer instead of
+gathering them by reference (a record with its own wire length, or a larger one, is
+still gathered)."""
 
 import os
 import struct
@@ -8,13 +11,14 @@ import threading
 import time
 
 from grotool.io import safe_output
-from grotool.io.capture import PcapWriter
+from grotool.io.capture import PcapWriter, running_compiled
 
 # PcapWriter's hand-over limits (grotool/io/capture.py: WRITE_GATHER_BYTES and
 # WRITE_GATHER_PIECES, two pieces a record), spelled out: the compiled build
 # does not expose module constants
 HANDOVER_BYTES = 1536 << 10
 HANDOVER_PIECES = 1024
+COPY_BYTES = 64 << 10            # WRITE_COPY_BYTES: the compiled build's largest buffered record
 PCAP_HEADER = struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 262144, 1)
 
 
@@ -50,12 +54,13 @@ def _recording_handovers(monkeypatch):
 
 
 def test_small_and_large_records_are_handed_over_in_bounded_batches(tmp_path, monkeypatch):
+    # records given with their wire length are gathered by reference in both builds
     handovers = _recording_handovers(monkeypatch)
     records = _records(3000, [60]) + _records(1000, [1514, 9000, 65535])
     dest = tmp_path / "out.pcap"
     with PcapWriter(str(dest)) as writer:
         for ts, data in records:
-            writer.write(ts, data)
+            writer.write(ts, data, len(data))
     expected = _expected_file(records)
     assert dest.read_bytes() == expected
     assert sum(b for _, b in handovers) == len(expected)
@@ -73,6 +78,44 @@ def test_small_and_large_records_are_handed_over_in_bounded_batches(tmp_path, mo
     assert max(b for _, b in want) < HANDOVER_BYTES + 16 + 65535   # large frames: by size
     by_size = [(p, b) for p, b in want[:-1] if p < HANDOVER_PIECES]
     assert len(by_size) == 15 and all(b >= HANDOVER_BYTES for _, b in by_size)
+
+
+def test_the_compiled_build_hands_over_full_buffers_and_gathers_what_does_not_fit(tmp_path, monkeypatch):
+    handovers = _recording_handovers(monkeypatch)
+    small = _records(3000, [60, 1514, 9000, COPY_BYTES])
+    large = _records(3, [COPY_BYTES + 1, 300_000])
+    records = small[:1000] + large[:1] + small[1000:2000] + large[1:] + small[2000:]
+    dest = tmp_path / "out.pcap"
+    with PcapWriter(str(dest)) as writer:
+        for ts, data in records:
+            writer.write(ts, data)
+    expected = _expected_file(records)
+    assert dest.read_bytes() == expected
+    assert sum(b for _, b in handovers) == len(expected)
+    if not running_compiled():
+        return                   # the interpreter gathers every record: the first test's rule
+    # the rule: a buffered record that does not fit the buffer's room hands over
+    # first, then starts a new buffer; a gathered one follows a view of the buffer's
+    # records not yet handed over, and hands over at 1.5 MB or 1024 pieces
+    want, pieces, used, unsealed = [], [len(PCAP_HEADER)], 0, 0
+    for _, data in records:
+        n = 16 + len(data)
+        if len(data) <= COPY_BYTES:
+            if used + n > HANDOVER_BYTES:
+                want.append((len(pieces) + (unsealed > 0), sum(pieces) + unsealed))
+                pieces, used, unsealed = [], 0, 0
+            used, unsealed = used + n, unsealed + n
+            continue
+        if unsealed:
+            pieces.append(unsealed)
+            unsealed = 0
+        pieces += [16, len(data)]
+        if sum(pieces) >= HANDOVER_BYTES or len(pieces) >= HANDOVER_PIECES:
+            want.append((len(pieces), sum(pieces)))
+            pieces, used = [], 0
+    want.append((len(pieces) + (unsealed > 0), sum(pieces) + unsealed))
+    assert handovers == want
+    assert {p for p, _ in want} == {1, 2, 3, 4}
 
 
 def test_bytes_in_flight_stay_bounded_while_the_thread_is_stuck(tmp_path, monkeypatch):
@@ -124,7 +167,7 @@ def test_the_thread_writes_a_handover_with_one_writev_of_up_to_1024_pieces(tmp_p
     dest = tmp_path / "out.pcap"
     with PcapWriter(str(dest)) as writer:
         for ts, data in records:
-            writer.write(ts, data)
+            writer.write(ts, data, len(data))          # gathered by reference in both builds
     assert dest.read_bytes() == _expected_file(records)
     # hand-overs of 1025 pieces (the file header, 512 records), 1024, 1024, 1024
     # and 6 (3 records, at close): IOV_MAX buffers a call, the first in two
@@ -152,3 +195,27 @@ def test_short_writes_are_resumed_whatever_size_the_caller_gave(tmp_path, monkey
         os.close(fd)
     assert (tmp_path / "out").read_bytes() == expected
     assert len(calls) > 3
+
+
+def test_a_record_reserved_and_taken_back_leaves_no_trace(tmp_path):
+    # the compiled replay reserves room for a delivery, then copies it there; a
+    # delivery it cannot copy (unreserve) goes through write() instead
+    records = _records(5, [60, 1514])
+    dest = tmp_path / "out.pcap"
+    with PcapWriter(str(dest)) as writer:
+        if not running_compiled():
+            assert writer._buffer == bytearray()        # the interpreter gathers every record
+            for ts, data in records:
+                writer.write(ts, data)
+        else:
+            for i, (ts, data) in enumerate(records):
+                at = writer.reserve(ts, len(data))
+                if i == 2:
+                    writer._buffer[at:at + len(data)] = b"\xee" * len(data)
+                    writer.unreserve(len(data))
+                    writer.write(ts, data, len(data))     # gathered after the buffer's records
+                else:
+                    writer._buffer[at:at + len(data)] = data
+            assert writer.reserve(0, COPY_BYTES + 1) == -1
+            assert writer.packets == 5
+    assert dest.read_bytes() == _expected_file(records)

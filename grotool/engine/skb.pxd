@@ -111,10 +111,15 @@ cdef inline bint _same(const unsigned char *a, const unsigned char *b, Py_ssize_
 cpdef bint key_matches(bytes key, Skb skb)
 @cython.locals(head=Py_ssize_t)
 cpdef bytes settled_key(Skb skb)
-@cython.locals(first=bytes, merged=list, s=Skb, i=Py_ssize_t, frame=bytes, n=Py_ssize_t, count=Py_ssize_t,
-               total=Py_ssize_t, whole=bint, out=bytes, dst=cython.p_uchar, src=cython.p_uchar, at=Py_ssize_t,
-               header_len=Py_ssize_t, end=Py_ssize_t)
+@cython.locals(first=bytes, merged=list, s=Skb, i=Py_ssize_t, total=Py_ssize_t, out=bytes)
 cpdef bytes _join_super_packet(bytearray header, Skb p)
+@cython.locals(merged=list, s=Skb, i=Py_ssize_t, n=Py_ssize_t, total=Py_ssize_t, header_len=Py_ssize_t,
+               end=Py_ssize_t)
+cdef Py_ssize_t _super_packet_length(bytearray header, Skb p) except? -2
+@cython.locals(merged=list, s=Skb, i=Py_ssize_t, n=Py_ssize_t, at=Py_ssize_t, src=cython.p_uchar)
+cdef void _copy_super_packet(bytearray header, Skb p, unsigned char *dst) noexcept
+@cython.locals(n=Py_ssize_t, data=bytes, p=Skb, src=cython.p_uchar)
+cdef bint copy_frame(Delivery delivery, unsigned char *dst) except -1
 
 cpdef _init_skb(Skb skb, bytes data, Py_ssize_t start, Py_ssize_t end, long long ts, Py_ssize_t index, Py_ssize_t l2_len, long long hash_,
                 int protocol, bytes key)

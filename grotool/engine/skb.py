@@ -588,41 +588,84 @@ def _join_super_packet(header, p) -> bytes:
     object per segment); pieces not wholly in their frames (never made by the
     engine) take the slicing path, so both builds give the same bytes and never
     read outside a frame."""
-    first = p.data
-    header_len = p.off
-    end = p.end
-    merged = p.merged
-    count = len(merged)
     if cython.compiled:
-        total = len(header) + end - header_len
-        whole = 0 <= header_len <= end <= len(first)
-        for i in range(count if whole else 0):
-            s = merged[i]
-            n = s.payload_len
-            if not (0 <= n <= s.end - s.start and s.end <= len(s.data)):
-                whole = False
-                break
-            total += n
-        if whole:
+        total = _super_packet_length(header, p)
+        if total >= 0:
             out = PyBytes_FromStringAndSize(cython.NULL, total)
-            dst = out
-            at = len(header)
-            memcpy(dst, cython.cast(cython.p_uchar, header), at)
-            src = first
-            memcpy(dst + at, src + header_len, end - header_len)
-            at += end - header_len
-            for i in range(count):
-                s = merged[i]
-                n = s.payload_len
-                src = s.data
-                memcpy(dst + at, src + s.end - n, n)
-                at += n
+            _copy_super_packet(header, p, out)
             return out
-    parts = [header, first[p.start:end][header_len - p.start:]]      # Python slices: in bounds whatever the lengths
-    for i in range(count):
+    first = p.data
+    merged = p.merged
+    parts = [header, first[p.start:p.end][p.off - p.start:]]      # Python slices: in bounds whatever the lengths
+    for i in range(len(merged)):
         s = merged[i]
         parts.append(s.data[s.start:s.end][s.end - s.start - s.payload_len:])
     return b"".join(parts)
+
+
+def _super_packet_length(header, p) -> int:
+    """The length of _join_super_packet's string when every piece lies wholly in
+    its frame, else -1 (compiled build only)."""
+    header_len = p.off
+    end = p.end
+    total = len(header) + end - header_len
+    if not 0 <= header_len <= end <= len(p.data):
+        return -1
+    merged = p.merged
+    for i in range(len(merged)):
+        s = merged[i]
+        n = s.payload_len
+        if not (0 <= n <= s.end - s.start and s.end <= len(s.data)):
+            return -1
+        total += n
+    return total
+
+
+def _copy_super_packet(header, p, dst) -> None:
+    """Write _join_super_packet's bytes at dst, pieces known to lie in their
+    frames (_super_packet_length; compiled build only)."""
+    at = len(header)
+    memcpy(dst, cython.cast(cython.p_uchar, header), at)
+    src = p.data
+    memcpy(dst + at, src + p.off, p.end - p.off)
+    at += p.end - p.off
+    merged = p.merged
+    for i in range(len(merged)):
+        s = merged[i]
+        n = s.payload_len
+        src = s.data
+        memcpy(dst + at, src + s.end - n, n)
+        at += n
+
+
+def copy_frame(delivery, dst) -> bool:
+    """Write the delivered frame (``frame_len`` bytes, as ``data`` holds them)
+    at dst without making its string: the compiled replay copies each
+    delivery once, from the frames GRO kept, into the pcap writer's buffer.
+    False, nothing written, when its pieces do not make frame_len bytes in
+    their frames (never for the engine's deliveries; the caller takes data).
+    Compiled build only."""
+    n = delivery.frame_len
+    data = delivery._data
+    if data is not None:
+        if len(data) != n:
+            return False
+        memcpy(dst, cython.cast(cython.p_uchar, data), n)
+        return True
+    p = delivery._head
+    if p is None:
+        return False
+    if delivery._header is None:
+        # a frame sent up as it arrived, in the reader's buffer or a string of its own
+        if not (0 <= p.start <= p.end <= len(p.data) and p.end - p.start == n):
+            return False
+        src = p.data
+        memcpy(dst, src + p.start, n)
+        return True
+    if _super_packet_length(delivery._header, p) != n:
+        return False
+    _copy_super_packet(delivery._header, p, dst)
+    return True
 
 
 class Stats:

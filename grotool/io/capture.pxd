@@ -2,7 +2,8 @@
 # record iterator keeps its buffer position and the record header's fields as C
 # integers, so walking a record costs no Python integer arithmetic.
 import cython
-from cpython.bytes cimport PyBytes_FromStringAndSize
+from libc.string cimport memcpy
+from cpython.bytearray cimport PyByteArray_FromStringAndSize
 
 cdef class _Records:
     cdef public long long ts
@@ -36,15 +37,25 @@ cdef class _PcapRecords(_Records):
 
 cdef Py_ssize_t WRITE_GATHER_BYTES, WRITE_GATHER_PIECES
 cdef bint WRITES_IN_PLACE
-cdef long long _PCAP_FIELD_MAX, _PCAP_TIME_LIMIT
+cdef long long _PCAP_TIME_LIMIT
+cdef Py_ssize_t WRITE_COPY_BYTES
 
 cdef void _put_le32(unsigned char *out, unsigned long long value) noexcept
+
+cpdef bytearray _write_buffer(Py_ssize_t size)
 
 cdef class PcapWriter:
     cdef public object path, _out, _pack
     cdef public Py_ssize_t packets, _pending_bytes
     cdef public list _pending
+    cdef public bytearray _buffer
+    cdef public Py_ssize_t _fill, _sealed
 
     cpdef write(self, ts_ns, data, wirelen=*)
-    @cython.locals(n=cython.Py_ssize_t, record=bytes, out=cython.p_uchar)
+    @cython.locals(n=cython.Py_ssize_t, at=cython.Py_ssize_t, pending=list)
     cpdef write_ts(self, long long ts, data, wirelen=*)
+    @cython.locals(at=cython.Py_ssize_t, out=cython.p_uchar)
+    cpdef Py_ssize_t reserve(self, long long ts, Py_ssize_t n) except? -2
+    cpdef void unreserve(self, Py_ssize_t n)
+    cpdef void _seal(self) except *
+    cpdef _flush_pending(self)

@@ -58,9 +58,12 @@ EPB_OUTBOUND = 0x2
 # only at the replay's next input read), so few and large ones.
 WRITE_GATHER_BYTES = 1536 << 10           # three hand-overs in flight: peak RSS +1.5 MB
 WRITE_GATHER_PIECES = 1024
+# the compiled PcapWriter copies records up to this size into its buffer (a
+# replay's deliveries straight from the engine's frames); larger ones, which a
+# copy would not save an allocation for, are gathered by reference
+WRITE_COPY_BYTES = 64 << 10
 # the first timestamp a pcap record cannot hold: its seconds field is 32 bits
 PCAP_TIME_LIMIT_NS = (0xFFFFFFFF + 1) * 1_000_000_000
-_PCAP_FIELD_MAX = 0xFFFFFFFF            # a record header's 32-bit length fields (a C integer compiled)
 _PCAP_TIME_LIMIT = PCAP_TIME_LIMIT_NS   # a C integer compiled (PcapWriter.write_ts)
 
 
@@ -788,6 +791,14 @@ def _put_le32(out, value: int) -> None:
     out[3] = (value >> 24) & 0xFF
 
 
+def _write_buffer(size: int) -> bytearray:
+    """PcapWriter's record buffer: the compiled build leaves it unfilled (every
+    byte handed over is written first), the interpreter's is empty."""
+    if WRITES_IN_PLACE:
+        return PyByteArray_FromStringAndSize(cython.NULL, size)
+    return bytearray(size)
+
+
 class PcapWriter:
     """Writes a nanosecond pcap through SafeOutput: a regular file or new path is
     written to a temporary file renamed on close; a device, FIFO, /dev/fd/N or
@@ -798,7 +809,11 @@ class PcapWriter:
 
     Records are gathered (references, not copies: ``bytes`` cannot change) and
     handed to the kernel up to 1.5 megabytes (512 records) at a time with one
-    ``os.writev``, so a 64 KiB super-packet is never copied in user space.
+    ``os.writev``, so a 64 KiB super-packet is never copied in user space.  The
+    compiled build copies records of up to WRITE_COPY_BYTES instead into a
+    buffer of its own (``reserve``), where the replay copies each delivery
+    straight from the frames GRO kept: no string, no record header object, no
+    gather entries per packet.
     """
 
     def __init__(self, path: str, linktype: int = LINKTYPE_ETHERNET, snaplen: int = 262144,
@@ -810,6 +825,11 @@ class PcapWriter:
         self._pending: list = [header]
         self._pending_bytes = len(header)
         self._pack = struct.Struct("<IIII").pack
+        # the compiled build's record buffer: bytes [0, _sealed) are in _pending
+        # already (views), [_sealed, _fill) not yet; a new buffer after each hand-over
+        self._buffer = _write_buffer(WRITE_GATHER_BYTES if WRITES_IN_PLACE else 0)
+        self._fill = 0
+        self._sealed = 0
 
     def write(self, ts_ns: int, data, wirelen: Optional[int] = None) -> None:
         if not 0 <= ts_ns < PCAP_TIME_LIMIT_NS:
@@ -822,20 +842,15 @@ class PcapWriter:
         n = len(data)
         if not 0 <= ts < _PCAP_TIME_LIMIT:
             raise self._unstorable(ts)
-        if WRITES_IN_PLACE and wirelen is None and n <= _PCAP_FIELD_MAX:
-            # the record header's four little-endian 32-bit fields written into a
-            # new string (C stores), as the struct below packs them
-            record = PyBytes_FromStringAndSize(cython.NULL, 16)
-            out = cython.cast(cython.p_uchar, record)
-            _put_le32(out, ts // 1_000_000_000)
-            _put_le32(out + 4, ts % 1_000_000_000)
-            _put_le32(out + 8, n)
-            _put_le32(out + 12, n)
-        else:
-            record = self._pack(ts // 1_000_000_000, ts % 1_000_000_000, n, n if wirelen is None else wirelen)
+        if WRITES_IN_PLACE and wirelen is None and n <= WRITE_COPY_BYTES:
+            at = self.reserve(ts, n)
+            memcpy(cython.cast(cython.p_uchar, self._buffer) + at, cython.cast(cython.p_uchar, data), n)
+            return
+        record = self._pack(ts // 1_000_000_000, ts % 1_000_000_000, n, n if wirelen is None else wirelen)
         self.packets += 1
         if type(data) is not bytes:
             data = bytes(data)           # the caller may change a bytearray after we return
+        self._seal()
         pending = self._pending
         pending.append(record)
         pending.append(data)
@@ -843,17 +858,58 @@ class PcapWriter:
         if self._pending_bytes >= WRITE_GATHER_BYTES or len(pending) >= WRITE_GATHER_PIECES:
             self._flush_pending()
 
+    def reserve(self, ts: int, n: int) -> int:
+        """Room for a record of ``n`` bytes stamped ``ts`` (known to fit 64 bits)
+        in the buffer, its header written: the offset in ``_buffer`` where the
+        caller writes the n bytes, or -1 when the record is larger than
+        WRITE_COPY_BYTES (the caller hands it to write_ts).  Compiled build only."""
+        if n > WRITE_COPY_BYTES:
+            return -1
+        if not 0 <= ts < _PCAP_TIME_LIMIT:
+            raise self._unstorable(ts)
+        if self._fill + 16 + n > len(self._buffer):
+            self._flush_pending()
+        at = self._fill
+        # the record header's four little-endian 32-bit fields, as write_ts's struct packs them
+        out = cython.cast(cython.p_uchar, self._buffer) + at
+        _put_le32(out, ts // 1_000_000_000)
+        _put_le32(out + 4, ts % 1_000_000_000)
+        _put_le32(out + 8, n)
+        _put_le32(out + 12, n)
+        self._fill = at + 16 + n
+        self._pending_bytes += 16 + n
+        self.packets += 1
+        return at + 16
+
+    def unreserve(self, n: int) -> None:
+        """Take back the last reserve(ts, n): its caller wrote nothing."""
+        self._fill -= 16 + n
+        self._pending_bytes -= 16 + n
+        self.packets -= 1
+
     def _unstorable(self, ts_ns: int) -> InputError:
         return InputError(f"{self.path}: packet {self.packets + 1}: timestamp {ts_ns} ns cannot be stored "
                           "in a pcap file (before 1970 or after 2106)")
 
+    def _seal(self) -> None:
+        """Put the buffer's records not yet in _pending there (before a record
+        gathered by reference, which must follow them)."""
+        if self._fill > self._sealed:
+            self._pending.append(memoryview(self._buffer)[self._sealed:self._fill])
+            self._sealed = self._fill
+
     def _flush_pending(self) -> None:
+        self._seal()
         pending = self._pending
         if not pending:
             return
         size = self._pending_bytes
         self._pending = []
         self._pending_bytes = 0
+        if self._sealed:
+            # the handed-over views keep that buffer until written: the next records go to a new one
+            self._buffer = _write_buffer(len(self._buffer))
+            self._fill = self._sealed = 0
         self._out.writev(pending, size)
 
     def close(self) -> None:
@@ -867,6 +923,7 @@ class PcapWriter:
 
     def abort(self) -> None:
         self._pending = []
+        self._fill = self._sealed = 0
         if self._out is not None:
             self._out.abort()
             self._out = None
