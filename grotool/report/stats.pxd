@@ -2,8 +2,15 @@
 # counters a delivery updates are C integers and the per-flow record a C
 # struct, so adding a delivery costs no attribute dictionary look-ups.
 import cython
+from libc.string cimport memcpy
 from grotool.engine.skb cimport Delivery
 from grotool.report.flows cimport FlowNamer
+
+cdef Py_ssize_t RECENT_FLOWS
+cdef unsigned long long _MIX_A, _MIX_B
+@cython.locals(n=Py_ssize_t, at=cython.p_uchar, a=cython.ulonglong, b=cython.ulonglong, c=cython.ulonglong,
+               h=cython.ulonglong)
+cdef Py_ssize_t _recent_slot(bytes key) noexcept
 
 cdef class FlowStats:
     cdef public object flow, interface, layout
@@ -21,11 +28,12 @@ cdef class StatsCollector:
     cdef dict __dict__
     cdef public object linktype, namer, interfaces, layout, layers
     cdef public dict flows, _reasons_seen, _by_key, _namers
+    cdef list _recent_keys, _recent_flows
     cdef public tuple _ports
     cdef public Py_ssize_t packets_in, packets_out, super_packets, max_segs
 
     # given the engine's deliveries (replay, api): a Delivery, whose fields are read as C struct fields
-    @cython.locals(fs=FlowStats, segs=cython.Py_ssize_t)
+    @cython.locals(fs=FlowStats, segs=cython.Py_ssize_t, slot=cython.Py_ssize_t, recent=bytes)
     cpdef FlowStats add(self, Delivery delivery)
     # a flow's name: describe (explain, decision events) through the namer's cache,
     # _name(..., False) without it (add, once per new flow identity)

@@ -5,10 +5,15 @@ from __future__ import annotations
 
 from collections import Counter
 from operator import itemgetter
-from typing import Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from ..linktypes import SUPPORTED_LINKTYPES
 from .flows import FlowNamer, FlowTuple, flow_json
+
+if TYPE_CHECKING:
+    import cython        # read by the Cython compiler only: the recent flows' table
+else:
+    from ..engine._interpreted import cython
 
 SCHEMA = "grotool.stats/1"
 
@@ -40,6 +45,26 @@ def make_namer(linktype: int, vxlan_ports=(), geneve_ports=()):
     if linktype not in SUPPORTED_LINKTYPES:
         return _UnknownLinkNamer(linktype)
     return FlowNamer(linktype, vxlan_ports=vxlan_ports, geneve_ports=geneve_ports)
+
+
+# The compiled collector finds a flow delivered again in a table of the last
+# flows seen, by a hash of their identity's bytes computed in C: one string
+# compare instead of hashing the identity (a new string each delivery) for the dict.
+RECENT_FLOWS = 4096              # a power of two
+_MIX_A = 0x9E3779B97F4A7C15      # odd 64-bit multipliers (C unsigned integers compiled)
+_MIX_B = 0xC2B2AE3D27D4EB4F
+
+
+def _recent_slot(key) -> int:
+    """The recent-flows table's slot for an engine flow identity of 16 bytes or
+    more (compiled build only): three of its words mixed."""
+    n = len(key)
+    at = cython.cast(cython.p_uchar, key)
+    memcpy(cython.address(a), at, 8)
+    memcpy(cython.address(b), at + (n >> 1) - 4, 8)
+    memcpy(cython.address(c), at + n - 8, 8)
+    h = (a * _MIX_A) ^ (b * _MIX_B) ^ c ^ n
+    return ((h * _MIX_A) >> 52) & (RECENT_FLOWS - 1)
 
 
 # A flow counts its first REASON_SLOTS distinct flush reasons in place (C integers
@@ -200,6 +225,9 @@ class StatsCollector:
         # engine flow identity -> its FlowStats: the identity holds every byte the
         # flow description is made of, so one description per identity is exact
         self._by_key: Dict[object, FlowStats] = {}
+        # the compiled build's recent flows (identity, FlowStats) by _recent_slot
+        self._recent_keys: list = [None] * RECENT_FLOWS if cython.compiled else []
+        self._recent_flows: list = [None] * RECENT_FLOWS if cython.compiled else []
 
     def _namer_of(self, interface: int):
         namer = self._namers.get(interface)
@@ -254,10 +282,19 @@ class StatsCollector:
         """Count a delivery; returns its flow's statistics."""
         key = delivery.key
         interface = delivery.interface
-        if interface and key:
-            key = (interface, key)
-        fs = self._by_key.get(key) if key else None
+        fs = None
+        slot = -1
+        if cython.compiled and not interface and len(key) >= 16:
+            slot = _recent_slot(key)
+            recent = self._recent_keys[slot]
+            if recent is not None and recent == key:
+                fs = self._recent_flows[slot]
+                slot = -1
+        if fs is None and key:
+            fs = self._by_key.get((interface, key) if interface else key)
         if fs is None:
+            if interface and key:
+                key = (interface, key)
             flow = self._name(interface, delivery.key, delivery.data, False)
             if key:
                 # a new flow identity is nearly always a new flow: one look-up that
@@ -269,6 +306,9 @@ class StatsCollector:
                 fs = self.flows.get((interface, flow))
                 if fs is None:
                     fs = self.flows[(interface, flow)] = FlowStats(flow, interface)
+        if slot >= 0:
+            self._recent_keys[slot] = key
+            self._recent_flows[slot] = fs
         segs = delivery.segs
         reason = delivery.reason
         fs.packets_in += segs
