@@ -24,6 +24,9 @@ cdef class FlowStats:
     @cython.locals(names=list, i=Py_ssize_t)
     cpdef add_reasons_to(self, dict totals)
 
+@cython.locals(fs=FlowStats)
+cpdef _add_reasons(dict flows, dict totals)
+
 cdef class StatsCollector:
     cdef dict __dict__
     cdef public object linktype, namer, interfaces, layout, layers

@@ -200,6 +200,12 @@ class LayoutTotals:
         }
 
 
+def _add_reasons(flows: Dict[tuple, FlowStats], totals: Dict[str, int]) -> None:
+    """Every flow's reason counts added to ``totals`` (a C call per flow compiled)."""
+    for fs in flows.values():
+        fs.add_reasons_to(totals)
+
+
 class StatsCollector:
     """Feed it every Delivery in order; it never keeps the packets themselves.
     Flows are told apart by capture interface too: each interface is its own device."""
@@ -266,8 +272,7 @@ class StatsCollector:
     def reason_counts(self) -> Dict[str, int]:
         """Flush reason -> packets, in first-seen order."""
         totals = dict.fromkeys(self._reasons_seen, 0)
-        for fs in self.flows.values():
-            fs.add_reasons_to(totals)
+        _add_reasons(self.flows, totals)
         return totals
 
     @property
