@@ -19,7 +19,6 @@ from __future__ import annotations
 import importlib.machinery
 import os
 import sys
-from typing import List, Optional
 
 PURE_ENV = "GROTOOL_PURE"
 PACKAGE = __name__.rpartition(".")[0]
@@ -28,7 +27,7 @@ PACKAGE = __name__.rpartition(".")[0]
 # other, in either order; an edit made after a build comes later than this
 INSTALL_SLACK_S = 2.0
 
-_stale: List[str] = []           # modules whose extension was older than the source
+_stale: list = []           # modules whose extension was older than the source
 
 
 def interpreted_forced() -> bool:
@@ -69,7 +68,7 @@ def _older_than_source(compiled: str, source: str) -> bool:
     return os.path.getmtime(source) > os.path.getmtime(compiled) + INSTALL_SLACK_S
 
 
-def _extension_beside(directory: str, name: str) -> Optional[str]:
+def _extension_beside(directory: str, name: str) -> str | None:
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
         candidate = os.path.join(directory, name + suffix)
         if os.path.exists(candidate):
@@ -77,7 +76,7 @@ def _extension_beside(directory: str, name: str) -> Optional[str]:
     return None
 
 
-def stale_modules(package_dir: str) -> List[str]:
+def stale_modules(package_dir: str) -> list:
     """The modules under package_dir (grotool's directory) whose extension
     module is older than their source."""
     found = []
