@@ -6,7 +6,6 @@ the captured length.  Memory stays bounded by one read chunk plus one record.
 
 from __future__ import annotations
 
-import gzip
 import os
 import stat
 import struct
@@ -25,7 +24,9 @@ from .safe_output import SafeOutput
 from ..linktypes import LINKTYPE_ETHERNET, SUPPORTED_LINKTYPES
 
 # what reading a damaged (e.g. gzip-compressed) input can raise: one-line errors
-READ_ERRORS = (OSError, EOFError, gzip.BadGzipFile, zlib.error)
+# (gzip.BadGzipFile is an OSError; _GunzipStream decompresses with zlib itself,
+# so the gzip module is not imported)
+READ_ERRORS = (OSError, EOFError, zlib.error)
 
 PCAP_MAGIC_US = 0xA1B2C3D4
 PCAP_MAGIC_NS = 0xA1B23C4D
