@@ -1,0 +1,59 @@
+"""Settings is a frozen dataclass whose repr, eq and hash are written once over
+its fields (engine/config.py, _ComparedByFields) instead of generated at import:
+they must give exactly what the dataclass-generated ones give."""
+
+import dataclasses
+
+import pytest
+
+from grotool.engine.config import Settings
+
+VARIANTS = [
+    {},
+    {"device": "veth", "budget": 8, "csum": "trust", "gro": False, "hz": 1000},
+    {"rss_key": bytes(range(40)), "vxlan_ports": (4789, 8472), "local_tcp": ("10.0.0.1:80>10.0.0.2:1234",)},
+]
+
+
+def _generated_twin():
+    """The class @dataclass(frozen=True) makes of the same fields."""
+    twin = dataclasses.make_dataclass(
+        "Settings", [(f.name, f.type, dataclasses.field(default=f.default)) for f in dataclasses.fields(Settings)],
+        frozen=True)
+    twin.__qualname__ = Settings.__qualname__
+    return twin
+
+
+@pytest.mark.parametrize("changes", VARIANTS)
+def test_repr_eq_and_hash_are_the_generated_ones(changes):
+    twin = _generated_twin()
+    settings, generated = Settings(**changes), twin(**changes)
+    assert repr(settings) == repr(generated)
+    assert repr(settings).startswith("Settings(device=")
+    assert hash(settings) == hash(generated)
+    assert settings == Settings(**changes) and not settings != Settings(**changes)
+    for other in VARIANTS:
+        assert (settings == Settings(**other)) == (generated == twin(**other))
+    # another class (even one with the same fields) is never equal, as for a dataclass
+    assert settings.__eq__(generated) is NotImplemented and settings != generated
+    assert settings.__eq__(object()) is NotImplemented
+    assert {settings: 1}[Settings(**changes)] == 1
+
+
+def test_still_a_frozen_dataclass():
+    settings = Settings(budget=8)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.budget = 16
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del settings.budget
+    assert dataclasses.replace(settings, hz=100) == Settings(budget=8, hz=100)
+    assert dataclasses.is_dataclass(Settings)
+    assert [f.name for f in dataclasses.fields(Settings)][:3] == ["device", "budget", "csum"]
+    assert dataclasses.asdict(settings)["budget"] == 8
+
+
+def test_the_dataclass_generates_only_init_and_the_frozen_guards():
+    # each method dataclass generates is source compiled at import: repr, eq and
+    # hash of 29 fields were 4 M instructions of every grotool start-up
+    generated = {"__init__", "__setattr__", "__delattr__", "__repr__", "__eq__", "__hash__"} & set(vars(Settings))
+    assert generated == {"__init__", "__setattr__", "__delattr__"}
