@@ -43,7 +43,9 @@ GZIP_LEVEL = 6
 TEMP_PREFIX = ".grotool-"
 TEMP_SUFFIX = ".tmp"
 
-_DESCRIPTOR_PATH = re.compile(r"^/(?:dev/fd|proc/(?:self|thread-self|\d+)(?:/task/\d+)?/fd)/(\d+)$")
+# compiled by re on first use (re's cache): a replay without output files never
+# matches it, and compiling it at import was 0.85 M instructions of every start-up
+_DESCRIPTOR_PATH = r"^/(?:dev/fd|proc/(?:self|thread-self|\d+)(?:/task/\d+)?/fd)/(\d+)$"
 _STD_STREAMS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
 _IOV_PIECES = 1024                         # IOV_MAX on Linux: buffers per os.writev
 # A temporary file's written bytes are sent to the disk every this many bytes,
@@ -71,7 +73,7 @@ def _descriptor_of(path: str) -> Optional[int]:
     for _ in range(40):                    # the kernel's own symlink limit
         if current in _STD_STREAMS:
             return _STD_STREAMS[current]
-        m = _DESCRIPTOR_PATH.match(current)
+        m = re.match(_DESCRIPTOR_PATH, current)
         if m:
             return int(m.group(1))
         if not os.path.islink(current):
