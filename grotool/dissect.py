@@ -211,7 +211,11 @@ _IPV6_FORMS: Dict[int, tuple] = {}
 
 
 def addr_text(raw: bytes) -> str:
-    """An IPv4 or IPv6 address as text (cached: captures repeat few addresses)."""
+    """An IPv4 or IPv6 address as text (cached in the interpreted build:
+    captures repeat few addresses)."""
+    if TEXT_IN_PLACE:
+        # compiled, writing the text costs less than hashing the bytes to look it up
+        return _addr_format(raw if type(raw) is bytes else bytes(raw))
     text = _ADDR_CACHE.get(raw)
     if text is None:
         text = _addr_format(raw if type(raw) is bytes else bytes(raw))
@@ -385,7 +389,9 @@ class _Walk:
 
     def found_ip(self, family: int, l3: int, proto: int, l4: int, end: int, src: bytes, dst: bytes,
                  fragment: bool, frag_header: bool, ok: bool) -> None:
-        """An IP header parsed at l3: it is the innermost packet now."""
+        """An IP header parsed at l3: it is the innermost packet now.  Its
+        transport fields are clear already (restart, or no_inner on entering a
+        tunnel: no transport is parsed between two IP headers otherwise)."""
         self.family = family
         self.l3 = l3
         self.src = src
@@ -396,7 +402,6 @@ class _Walk:
         self.l3_end = end
         self.l3_ok = ok
         self.l4 = l4
-        self.no_transport()
 
     def fail(self, text: str) -> None:
         if self.problem is None:
