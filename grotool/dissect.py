@@ -350,8 +350,10 @@ _new = tuple.__new__
 class _Walk:
     """One dissection under way: the Dissection's fields as they are found.
 
-    ``records``: also keep each layer's fields and the checksum fields
-    (naming a flow needs neither, and they are most of the work)."""
+    ``records``: also keep each layer's fields, the checksum fields and the
+    transport header's fields past its ports.  Naming a flow needs none of
+    them (they were most of its work): without records, TCP is read as far as
+    its ports, and UDP as far as it takes to see whether a tunnel follows."""
 
     __slots__ = ("data", "n", "frame_len", "records", "layers", "problem", "tunnels", "checksums", "vlans",
                  "ethertype", "family", "l3", "src", "dst", "ip_proto", "fragment", "frag_header", "l3_end",
@@ -448,7 +450,8 @@ def walk_frame(data: bytes, linktype: int, frame_len: int, vxlan, geneve, record
                walk: Optional[_Walk] = None) -> _Walk:
     """dissect() on arguments already in shape (bytes, a link type, sets of
     ports), left as the walk's state: a Dissection's fields, without the
-    per-layer records and checksums (None) unless ``records``.  ``walk``: a
+    per-layer records and checksums (None) and the transport's fields past its
+    ports (nor the problems found there) unless ``records``.  ``walk``: a
     walk to reuse (restarted) instead of a new one."""
     if walk is None:
         w = _Walk(data, frame_len, records)
@@ -893,16 +896,17 @@ def _tcp(walk: _Walk, l4: int, end: int, family: int, src: bytes, dst: bytes) ->
     if n >= l4 + 4:
         walk.sport = (data[l4] << 8) | data[l4 + 1]
         walk.dport = (data[l4 + 2] << 8) | data[l4 + 3]
+    if not walk.records:
+        return                                      # naming a flow needs its ports only
     if not walk.need(l4, 20, "TCP"):
         return
     doff_byte = data[l4 + 12]
     doff = (doff_byte >> 4) * 4
-    if walk.records:
-        walk.layers.append(_new(Layer, ("tcp", l4, doff, (
-            ("sport", walk.sport), ("dport", walk.dport), ("seq", _word32(data, l4 + 4)),
-            ("ack", _word32(data, l4 + 8)), ("doff", doff), ("flags", data[l4 + 13]), ("ae", bool(doff_byte & 1)),
-            ("window", (data[l4 + 14] << 8) | data[l4 + 15]), ("checksum", (data[l4 + 16] << 8) | data[l4 + 17]),
-            ("urgent", (data[l4 + 18] << 8) | data[l4 + 19]), ("options", walk.data[l4 + 20:l4 + max(20, doff)])))))
+    walk.layers.append(_new(Layer, ("tcp", l4, doff, (
+        ("sport", walk.sport), ("dport", walk.dport), ("seq", _word32(data, l4 + 4)),
+        ("ack", _word32(data, l4 + 8)), ("doff", doff), ("flags", data[l4 + 13]), ("ae", bool(doff_byte & 1)),
+        ("window", (data[l4 + 14] << 8) | data[l4 + 15]), ("checksum", (data[l4 + 16] << 8) | data[l4 + 17]),
+        ("urgent", (data[l4 + 18] << 8) | data[l4 + 19]), ("options", walk.data[l4 + 20:l4 + max(20, doff)])))))
     if doff < 20:
         walk.fail(f"TCP data offset {doff} < 20")
         return
@@ -914,8 +918,7 @@ def _tcp(walk: _Walk, l4: int, end: int, family: int, src: bytes, dst: bytes) ->
     walk.payload_off = l4 + doff
     walk.payload_len = max(0, end - l4 - doff)
     walk.check_at = l4 + 16
-    if walk.records:
-        walk.checksums.append(_new(Checksum, ("tcp", l4 + 16, l4, end, doff, family, src, dst, _C_IPPROTO_TCP)))
+    walk.checksums.append(_new(Checksum, ("tcp", l4 + 16, l4, end, doff, family, src, dst, _C_IPPROTO_TCP)))
     if l4 + doff > end:
         walk.fail(f"TCP data offset {doff} runs past the IP payload")
     elif n < l4 + doff:
@@ -930,15 +933,14 @@ def _udp(walk: _Walk, l4: int, end: int, family: int, src: bytes, dst: bytes) ->
         walk.dport = (data[l4 + 2] << 8) | data[l4 + 3]
     if not walk.need(l4, 8, "UDP"):
         return False
-    if walk.records:
+    if walk.records:                                # naming a flow needs the ports only
         walk.layers.append(_new(Layer, ("udp", l4, 8, (("sport", walk.sport), ("dport", walk.dport),
                                                        ("length", (data[l4 + 4] << 8) | data[l4 + 5]),
                                                        ("checksum", (data[l4 + 6] << 8) | data[l4 + 7])))))
-    walk.l4_proto = _C_IPPROTO_UDP
-    walk.payload_off = l4 + 8
-    walk.payload_len = max(0, end - l4 - 8)
-    walk.check_at = l4 + 6
-    if walk.records:
+        walk.l4_proto = _C_IPPROTO_UDP
+        walk.payload_off = l4 + 8
+        walk.payload_len = max(0, end - l4 - 8)
+        walk.check_at = l4 + 6
         walk.checksums.append(_new(Checksum, ("udp", l4 + 6, l4, end, 8, family, src, dst, _C_IPPROTO_UDP)))
     if l4 + 8 > end:
         walk.fail("UDP header runs past the IP payload")
