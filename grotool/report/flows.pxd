@@ -3,6 +3,7 @@
 cimport cython
 from grotool.dissect cimport _Walk, walk_frame, addr_text
 
+cdef tuple _PROTO_NAME_OF
 @cython.locals(names=dict)
 cdef tuple _flow(src, dst, proto, fragment, sport, dport, vlans, ethertype, problem, tunnels)
 @cython.locals(w=_Walk)

@@ -19,6 +19,9 @@ ETHERTYPE_NAMES = {0x0806: "arp", 0x88CC: "lldp", 0x8035: "rarp", 0x88B5: "local
 IP_PROTO_NAMES = {6: "tcp", 17: "udp", 1: "icmp", 58: "icmpv6", 2: "igmp", 47: "gre", 50: "esp", 51: "ah",
                   132: "sctp", 4: "ipip", 41: "ipv6", 89: "ospf", 103: "pim", 112: "vrrp"}
 
+# IP_PROTO_NAMES by protocol number (None: unnamed): an index, not a hash look-up, per new flow
+_PROTO_NAME_OF = tuple([IP_PROTO_NAMES.get(number) for number in range(256)])
+
 TunnelId = Tuple[str, str, str, Optional[int], Optional[int], Optional[int], Tuple[int, ...]]
 FlowTuple = Tuple[str, str, str, Optional[int], Optional[int], Tuple[int, ...], Tuple[TunnelId, ...]]
 
@@ -40,8 +43,7 @@ def _flow(src, dst, proto, fragment, sport, dport, vlans, ethertype, problem, tu
             if name is None:
                 name = f"ethertype-0x{ethertype:04x}"
         return (name, "", "", None, None, vlans, tunnel_ids)
-    names = IP_PROTO_NAMES
-    name = names.get(proto)
+    name = _PROTO_NAME_OF[proto]          # an IP header's protocol byte: 0-255
     if name is None:
         name = f"ip-{proto}"
     if (proto == 6 or proto == 17) and not fragment and sport is not None:
