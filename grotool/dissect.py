@@ -537,7 +537,9 @@ def _vlan_tags(walk: _Walk, off: int, etype: int) -> int:
     (no tuple to return and unpack); the payload offset."""
     data = walk.data
     if etype != _TPID_8021Q and etype != _TPID_8021AD and etype != _TPID_QINQ:    # not in VLAN_TPIDS: C compares
-        walk.ethertype = etype
+        # the two ethertypes nearly every frame has are stored as the module's
+        # integers: the compiled build then makes (and frees) no integer object
+        walk.ethertype = ETH_P_IP if etype == _C_ETH_P_IP else ETH_P_IPV6 if etype == _C_ETH_P_IPV6 else etype
         walk.vlans = ()
         return off
     vlans = []
