@@ -33,11 +33,16 @@ cdef Py_ssize_t _put_decimal(char *out, long value) noexcept
 cdef Py_ssize_t _put_hex(char *out, long value) noexcept
 
 cpdef str addr_text(raw)
+cpdef str _addr_format(bytes raw)
 @cython.locals(octets=cython.p_uchar, a=long, b=long, c=long, d=long, w0=long, w1=long, w2=long, w3=long,
                w4=long, w5=long, w6=long, w7=long, zero_words=long,
                form=tuple, template=str, run_at=Py_ssize_t, run_len=Py_ssize_t, words=tuple,
                out=cython.p_char, n=Py_ssize_t, i=Py_ssize_t)
-cpdef str _addr_format(bytes raw)
+cdef str _addr_format_at(bytes data, Py_ssize_t at, Py_ssize_t size)
+cdef Py_ssize_t _address_at(Py_ssize_t l3, long family, bint dst) noexcept
+@cython.locals(at=Py_ssize_t)
+cdef bytes _ip_address(bytes data, Py_ssize_t l3, long family, bint dst)
+cpdef str ip_address_text(bytes data, Py_ssize_t l3, long family, bint dst)
 
 @cython.locals(top=long)
 cdef long _word32(const unsigned char* raw, Py_ssize_t at)

@@ -263,9 +263,14 @@ def _addr_format(raw: bytes) -> str:
     """4 bytes as a dotted quad; 16 as str(ipaddress.IPv6Address(raw)) writes
     them, without building the address objects (they made up a third of naming
     a new flow)."""
-    octets = raw
-    if len(raw) == 4:
-        a, b, c, d = octets[0], octets[1], octets[2], octets[3]
+    return _addr_format_at(raw, 0, len(raw))
+
+
+def _addr_format_at(data: bytes, at: int, size: int) -> str:
+    """_addr_format(data[at:at + size]) without the slice (at + size in range)."""
+    octets = data
+    if size == 4:
+        a, b, c, d = octets[at], octets[at + 1], octets[at + 2], octets[at + 3]
         if TEXT_IN_PLACE:
             out = _ADDR_TEXT
             n = _put_decimal(out, a)
@@ -277,24 +282,24 @@ def _addr_format(raw: bytes) -> str:
             n += 1 + _put_decimal(out + n + 1, d)
             return out[:n].decode("ascii")
         return f"{a}.{b}.{c}.{d}"
-    if len(raw) != 16:
+    if size != 16:
         import ipaddress                            # only for the rare forms: a replay need not load it
 
-        return str(ipaddress.IPv6Address(raw))      # raises as ipaddress does
-    w0 = (octets[0] << 8) | octets[1]
-    w1 = (octets[2] << 8) | octets[3]
-    w2 = (octets[4] << 8) | octets[5]
-    w3 = (octets[6] << 8) | octets[7]
-    w4 = (octets[8] << 8) | octets[9]
-    w5 = (octets[10] << 8) | octets[11]
-    w6 = (octets[12] << 8) | octets[13]
-    w7 = (octets[14] << 8) | octets[15]
+        return str(ipaddress.IPv6Address(data[at:at + size]))      # raises as ipaddress does
+    w0 = (octets[at] << 8) | octets[at + 1]
+    w1 = (octets[at + 2] << 8) | octets[at + 3]
+    w2 = (octets[at + 4] << 8) | octets[at + 5]
+    w3 = (octets[at + 6] << 8) | octets[at + 7]
+    w4 = (octets[at + 8] << 8) | octets[at + 9]
+    w5 = (octets[at + 10] << 8) | octets[at + 11]
+    w6 = (octets[at + 12] << 8) | octets[at + 13]
+    w7 = (octets[at + 14] << 8) | octets[at + 15]
     zero_words = ((w0 == 0) | ((w1 == 0) << 1) | ((w2 == 0) << 2) | ((w3 == 0) << 3) | ((w4 == 0) << 4)
                   | ((w5 == 0) << 5) | ((w6 == 0) << 6) | ((w7 == 0) << 7))
     if (zero_words & 0x1F) == 0x1F and w5 == 0xFFFF:
         import ipaddress
 
-        return str(ipaddress.IPv6Address(raw))      # IPv4-mapped: Python 3.13 writes its IPv4 part dotted
+        return str(ipaddress.IPv6Address(data[at:at + 16]))      # IPv4-mapped: Python 3.13 writes its IPv4 part dotted
     form = _IPV6_FORMS.get(zero_words)
     if form is None:
         form = _IPV6_FORMS[zero_words] = _ipv6_form(zero_words)
@@ -314,13 +319,34 @@ def _addr_format(raw: bytes) -> str:
             if n and out[n - 1] != 58:
                 out[n] = 58
                 n += 1
-            n += _put_hex(out + n, (octets[2 * i] << 8) | octets[2 * i + 1])
+            n += _put_hex(out + n, (octets[at + 2 * i] << 8) | octets[at + 2 * i + 1])
             i += 1
         return out[:n].decode("ascii")
     words = (w0, w1, w2, w3, w4, w5, w6, w7)
     if run_len:
         words = words[:run_at] + words[run_at + run_len:]
     return template % words
+
+
+def _address_at(l3: int, family: int, dst: bool) -> int:
+    """Where the IP header at l3 keeps its source (dst False) or destination address."""
+    if family == 4:
+        return l3 + 16 if dst else l3 + 12
+    return l3 + 24 if dst else l3 + 8
+
+
+def _ip_address(data: bytes, l3: int, family: int, dst: bool) -> bytes:
+    """The source (dst False) or destination address bytes of the IP header at l3."""
+    at = _address_at(l3, family, dst)
+    return data[at:at + (4 if family == 4 else 16)]
+
+
+def ip_address_text(data: bytes, l3: int, family: int, dst: bool) -> str:
+    """addr_text() of _ip_address(): the compiled build writes it from the
+    frame, without the address bytes (a walk without records keeps none)."""
+    if TEXT_IN_PLACE:
+        return _addr_format_at(data, _address_at(l3, family, dst), 4 if family == 4 else 16)
+    return addr_text(_ip_address(data, l3, family, dst))
 
 
 def tcp_options(raw: bytes) -> Tuple[Tuple[int, bytes], ...]:
@@ -350,10 +376,12 @@ _new = tuple.__new__
 class _Walk:
     """One dissection under way: the Dissection's fields as they are found.
 
-    ``records``: also keep each layer's fields, the checksum fields and the
-    transport header's fields past its ports.  Naming a flow needs none of
-    them (they were most of its work): without records, TCP is read as far as
-    its ports, and UDP as far as it takes to see whether a tunnel follows."""
+    ``records``: also keep each layer's fields, the checksum fields, the
+    innermost addresses' bytes (src, dst) and the transport header's fields
+    past its ports.  Naming a flow needs none of them (they were most of its
+    work; it writes the address text from the frame, ip_address_text): without
+    records, TCP is read as far as its ports, and UDP as far as it takes to
+    see whether a tunnel follows."""
 
     __slots__ = ("data", "n", "frame_len", "records", "layers", "problem", "tunnels", "checksums", "vlans",
                  "ethertype", "family", "l3", "src", "dst", "ip_proto", "fragment", "frag_header", "l3_end",
@@ -450,8 +478,9 @@ def walk_frame(data: bytes, linktype: int, frame_len: int, vxlan, geneve, record
                walk: Optional[_Walk] = None) -> _Walk:
     """dissect() on arguments already in shape (bytes, a link type, sets of
     ports), left as the walk's state: a Dissection's fields, without the
-    per-layer records and checksums (None) and the transport's fields past its
-    ports (nor the problems found there) unless ``records``.  ``walk``: a
+    per-layer records and checksums (None), the innermost addresses' bytes
+    (None: l3 says whether there is an IP header) and the transport's fields
+    past its ports (nor the problems found there) unless ``records``.  ``walk``: a
     walk to reuse (restarted) instead of a new one."""
     if walk is None:
         w = _Walk(data, frame_len, records)
@@ -582,8 +611,9 @@ def _ip_header(walk: _Walk, off: int, etype: int, limit: int) -> bool:
         tot = (data[off + 2] << 8) | data[off + 3]
         frag = (data[off + 6] << 8) | data[off + 7]
         proto = data[off + 9]
-        src, dst = data[off + 12:off + 16], data[off + 16:off + 20]
+        src = dst = None                            # a walk without records keeps no address bytes
         if records:
+            src, dst = _ip_address(walk.data, off, 4, False), _ip_address(walk.data, off, 4, True)
             fields = (("ihl", ihl), ("tos", data[off + 1]), ("total_length", tot),
                       ("id", (data[off + 4] << 8) | data[off + 5]), ("df", bool(frag & 0x4000)),
                       ("mf", bool(frag & 0x2000)), ("frag_offset", (frag & 0x1FFF) * 8), ("ttl", data[off + 8]),
@@ -616,8 +646,9 @@ def _ip_header(walk: _Walk, off: int, etype: int, limit: int) -> bool:
             return False
         plen = (data[off + 4] << 8) | data[off + 5]
         proto = data[off + 6]
-        src, dst = data[off + 8:off + 24], data[off + 24:off + 40]
+        src = dst = None
         if records:
+            src, dst = _ip_address(walk.data, off, 6, False), _ip_address(walk.data, off, 6, True)
             walk.layers.append(_new(Layer, ("ipv6", off, 40, (
                 ("tc", ((data[off] & 0x0F) << 4) | (data[off + 1] >> 4)),
                 ("flow_label", ((data[off + 1] & 0x0F) << 16) | (data[off + 2] << 8) | data[off + 3]),
@@ -705,6 +736,8 @@ def _network(walk: _Walk, off: int, etype: int, limit: int, vxlan, geneve) -> No
             inner_etype = _C_ETH_P_IP if proto == _C_IPPROTO_IPIP else _C_ETH_P_IPV6
             if not _inner_ip_present(walk, l4, inner_etype, "inner IP"):
                 return
+            if src is None:                         # a tunnel's identity has its outer addresses
+                src, dst = _ip_address(walk.data, off, family, False), _ip_address(walk.data, off, family, True)
             walk.tunnels += (_new(Tunnel, (_IPIP_KIND[(family, proto)], family, src, dst, proto, None, None, None, (), off,
                                         l4)),)
             walk.ethertype = inner_etype
@@ -767,6 +800,8 @@ def _enter(walk: _Walk, kind: str, family: int, src: bytes, dst: bytes, ip_proto
         walk.vlans = link_vlans
     elif not _inner_ip_present(walk, inner, etype_inner, f"{kind} inner IP"):
         return -1
+    if src is None:                                 # a tunnel's identity has its outer addresses
+        src, dst = _ip_address(walk.data, outer_l3, family, False), _ip_address(walk.data, outer_l3, family, True)
     walk.tunnels += (_new(Tunnel, (kind, family, src, dst, ip_proto, key, sport, dport, vlans, outer_l3, inner)),)
     walk.no_inner()                                 # the innermost packet is now the encapsulated one
     walk.ethertype = etype

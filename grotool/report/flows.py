@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, Optional, Tuple
 
-from ..dissect import DEFAULT_GENEVE_PORTS, DEFAULT_VXLAN_PORTS, Dissection, _Walk, addr_text, walk_frame
+from ..dissect import DEFAULT_GENEVE_PORTS, DEFAULT_VXLAN_PORTS, Dissection, _Walk, addr_text, ip_address_text, \
+    walk_frame
 from ..linktypes import LINKTYPE_ETHERNET
 
 ETHERTYPE_NAMES = {0x0806: "arp", 0x88CC: "lldp", 0x8035: "rarp", 0x88B5: "local", 0x8863: "pppoe-d",
@@ -28,11 +29,15 @@ FlowTuple = Tuple[str, str, str, Optional[int], Optional[int], Tuple[int, ...], 
 
 def flow_of(d: Dissection) -> FlowTuple:
     """The flow tuple of a dissected packet."""
-    return _flow(d.src, d.dst, d.ip_proto, d.fragment, d.sport, d.dport, d.vlans, d.ethertype, d.problem, d.tunnels)
+    if d.src is None:
+        return _flow(None, None, d.ip_proto, d.fragment, d.sport, d.dport, d.vlans, d.ethertype, d.problem, d.tunnels)
+    return _flow(addr_text(d.src), addr_text(d.dst), d.ip_proto, d.fragment, d.sport, d.dport, d.vlans, d.ethertype,
+                 d.problem, d.tunnels)
 
 
 def _flow(src, dst, proto, fragment, sport, dport, vlans, ethertype, problem, tunnels) -> FlowTuple:
-    """The flow tuple of a packet dissected into these fields (a Dissection's)."""
+    """The flow tuple of a packet dissected into these fields (a Dissection's,
+    with the addresses as text; None without an IP header)."""
     tunnel_ids = tuple([t.identity() for t in tunnels]) if tunnels else ()
     if src is None:
         if ethertype is None:
@@ -47,8 +52,8 @@ def _flow(src, dst, proto, fragment, sport, dport, vlans, ethertype, problem, tu
     if name is None:
         name = f"ip-{proto}"
     if (proto == 6 or proto == 17) and not fragment and sport is not None:
-        return (name, addr_text(src), addr_text(dst), sport, dport, vlans, tunnel_ids)
-    return (name, addr_text(src), addr_text(dst), None, None, vlans, tunnel_ids)
+        return (name, src, dst, sport, dport, vlans, tunnel_ids)
+    return (name, src, dst, None, None, vlans, tunnel_ids)
 
 
 def describe(linktype: int, data: bytes, *, vxlan_ports: Iterable[int] = DEFAULT_VXLAN_PORTS,
@@ -64,7 +69,11 @@ def _describe(linktype: int, data, vxlan, geneve, walk: Optional[_Walk] = None) 
     (in ``walk``, reused, when given)."""
     data = data if type(data) is bytes else bytes(data)
     w = walk_frame(data, LINKTYPE_ETHERNET if linktype is None else linktype, len(data), vxlan, geneve, False, walk)
-    return _flow(w.src, w.dst, w.ip_proto, w.fragment, w.sport, w.dport, w.vlans, w.ethertype, w.problem, w.tunnels)
+    if w.l3 is None:                    # no IP header (the walk keeps no address bytes: l3 says)
+        return _flow(None, None, w.ip_proto, w.fragment, w.sport, w.dport, w.vlans, w.ethertype, w.problem, w.tunnels)
+    family, l3 = w.family, w.l3
+    return _flow(ip_address_text(data, l3, family, False), ip_address_text(data, l3, family, True), w.ip_proto,
+                 w.fragment, w.sport, w.dport, w.vlans, w.ethertype, w.problem, w.tunnels)
 
 
 class FlowNamer:
