@@ -28,6 +28,13 @@ cdef dict _ADDR_CACHE
 cdef bint TEXT_IN_PLACE
 cdef char _ADDR_TEXT[48]                # an address's text: 39 characters at most
 
+from libc.string cimport memcpy
+cdef extern from "Python.h":
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
+    void *PyUnicode_DATA(object text)
+@cython.locals(text=object)
+cdef str _ascii_text(const char *out, Py_ssize_t n)
+
 cdef Py_ssize_t _put_decimal(char *out, long value) noexcept
 @cython.locals(n=Py_ssize_t, i=Py_ssize_t, digit=long)
 cdef Py_ssize_t _put_hex(char *out, long value) noexcept

@@ -259,6 +259,14 @@ def _put_hex(out, value: int) -> int:
     return n
 
 
+def _ascii_text(out, n: int) -> str:
+    """The n ASCII characters at out as a str, copied straight into a new
+    string (decoding them cost as much again as writing them; compiled build only)."""
+    text = PyUnicode_New(n, 127)
+    memcpy(PyUnicode_DATA(text), out, n)
+    return text
+
+
 def _addr_format(raw: bytes) -> str:
     """4 bytes as a dotted quad; 16 as str(ipaddress.IPv6Address(raw)) writes
     them, without building the address objects (they made up a third of naming
@@ -280,7 +288,7 @@ def _addr_format_at(data: bytes, at: int, size: int) -> str:
             n += 1 + _put_decimal(out + n + 1, c)
             out[n] = 46
             n += 1 + _put_decimal(out + n + 1, d)
-            return out[:n].decode("ascii")
+            return _ascii_text(out, n)
         return f"{a}.{b}.{c}.{d}"
     if size != 16:
         import ipaddress                            # only for the rare forms: a replay need not load it
@@ -321,7 +329,7 @@ def _addr_format_at(data: bytes, at: int, size: int) -> str:
                 n += 1
             n += _put_hex(out + n, (octets[at + 2 * i] << 8) | octets[at + 2 * i + 1])
             i += 1
-        return out[:n].decode("ascii")
+        return _ascii_text(out, n)
     words = (w0, w1, w2, w3, w4, w5, w6, w7)
     if run_len:
         words = words[:run_at] + words[run_at + run_len:]

@@ -4,7 +4,7 @@ cimport cython
 from grotool.dissect cimport _Walk, walk_frame, addr_text, ip_address_text
 
 cdef tuple _PROTO_NAME_OF
-@cython.locals(names=dict)
+@cython.locals(names=dict, number=Py_ssize_t)
 cdef tuple _flow(src, dst, proto, fragment, sport, dport, vlans, ethertype, problem, tunnels)
 @cython.locals(w=_Walk, family=long, l3=Py_ssize_t)
 cpdef tuple _describe(linktype, data, vxlan, geneve, _Walk walk=*)

@@ -48,7 +48,8 @@ def _flow(src, dst, proto, fragment, sport, dport, vlans, ethertype, problem, tu
             if name is None:
                 name = f"ethertype-0x{ethertype:04x}"
         return (name, "", "", None, None, vlans, tunnel_ids)
-    name = _PROTO_NAME_OF[proto]          # an IP header's protocol byte: 0-255
+    number = proto                        # an IP header's protocol byte: 0-255 (a C index when compiled)
+    name = _PROTO_NAME_OF[number]
     if name is None:
         name = f"ip-{proto}"
     if (proto == 6 or proto == 17) and not fragment and sport is not None:
