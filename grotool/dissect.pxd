@@ -28,7 +28,13 @@ cdef dict _ADDR_CACHE
 cdef bint TEXT_IN_PLACE
 cdef char _ADDR_TEXT[48]                # an address's text: 39 characters at most
 
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memcmp
+cdef Py_ssize_t _TEXT_SLOTS
+cdef list _SLOT_TEXTS
+cdef unsigned char _TEXT_KEYS[4096 * 16]    # _TEXT_SLOTS addresses of 16 bytes at most
+cdef unsigned char _TEXT_KEY_SIZE[4096]     # 0: an empty slot
+@cython.locals(octets=cython.p_uchar, last=Py_ssize_t, slot=Py_ssize_t, key=cython.p_uchar, text=str)
+cdef str _cached_addr_format(bytes data, Py_ssize_t at, Py_ssize_t size)
 cdef extern from "Python.h":
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
     void *PyUnicode_DATA(object text)

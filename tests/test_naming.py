@@ -54,6 +54,21 @@ def test_ipv4_text_is_ipaddress_text():
         assert _addr_format(raw) == addr_text(raw) == str(ipaddress.IPv4Address(raw))
 
 
+def test_addresses_sharing_a_text_slot_keep_their_own_text():
+    """The compiled build keeps address text in slots chosen by the last three
+    bytes: addresses that share them, IPv4 or IPv6, still get their own."""
+    last = bytes([7, 8, 9])
+    sharing = [bytes([a]) + last for a in (10, 11, 192)] + [bytes([0x20, 1, 0xD, 0xB8] + [a] * 9) + last
+                                                            for a in (0, 1)]
+    for _round in range(2):
+        for raw in sharing + sharing[::-1]:
+            expected = str(ipaddress.ip_address(raw))
+            assert addr_text(raw) == expected
+            family = 4 if len(raw) == 4 else 6
+            header = bytes(16 if family == 4 else 24) + raw         # raw as the destination of a header at 0
+            assert ip_address_text(header, 0, family, True) == expected
+
+
 def test_other_address_lengths_raise_as_ipaddress_does():
     for raw in (b"", b"\x01\x02\x03", bytes(5), bytes(15), bytes(17)):
         try:
