@@ -1,6 +1,7 @@
-"""The statistics' total flush reasons are summed from the flows when read: they
-must keep the order in which each reason was first seen across all flows (which
-breaks ties in the JSON's most-frequent-first order), not the flows' order.  A
+"""The statistics' total flush reasons are tallied as deliveries come, beside each
+flow's own counts: they must keep the order in which each reason was first seen
+across all flows (which breaks ties in the JSON's most-frequent-first order),
+not the flows' order.  A
 flow counts its first reasons in place and any further ones in a dict: the
 counts and their order are a plain dict's either way."""
 

@@ -12,25 +12,25 @@ cdef unsigned long long _MIX_A, _MIX_B
                h=cython.ulonglong)
 cdef Py_ssize_t _recent_slot(bytes key) noexcept
 
+@cython.final
+cdef class ReasonTally:
+    cdef public str reason
+    cdef public Py_ssize_t packets
+
 cdef class FlowStats:
     cdef public object flow, interface, layout
     cdef public dict layers
-    cdef list _slot_reasons
+    cdef list _slot_tallies
     cdef Py_ssize_t _slot_counts[8]     # REASON_SLOTS (stats.py; tests/test_stats_totals.py checks they agree)
     cdef dict _more_reasons
     cdef public Py_ssize_t packets_in, packets_out, super_packets, max_segs, bytes_out
-    @cython.locals(names=list, n=Py_ssize_t, i=Py_ssize_t, more=dict)
-    cpdef bint count(self, str reason)
-    @cython.locals(names=list, i=Py_ssize_t)
-    cpdef add_reasons_to(self, dict totals)
-
-@cython.locals(fs=FlowStats)
-cpdef _add_reasons(dict flows, dict totals)
+    @cython.locals(slots=list, n=Py_ssize_t, i=Py_ssize_t, tally=ReasonTally, more=dict)
+    cpdef void count(self, str reason, dict tallies) except *
 
 cdef class StatsCollector:
     cdef dict __dict__
     cdef public object linktype, namer, interfaces, layout, layers
-    cdef public dict flows, _reasons_seen, _by_key, _namers
+    cdef public dict flows, _tallies, _by_key, _namers
     cdef list _recent_keys, _recent_flows
     cdef public tuple _ports
     cdef public Py_ssize_t packets_in, packets_out, super_packets, max_segs

@@ -67,6 +67,18 @@ def _recent_slot(key) -> int:
     return ((h * _MIX_A) >> 52) & (RECENT_FLOWS - 1)
 
 
+class ReasonTally:
+    """One flush reason's packets over all flows (the totals), counted as they
+    come: a flow's slot holds its reason's tally, so counting a delivery adds to
+    both with C integers, and reading the totals sums nothing."""
+
+    __slots__ = ("reason", "packets")
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        self.packets = 0
+
+
 # A flow counts its first REASON_SLOTS distinct flush reasons in place (C integers
 # in the compiled build: stats.pxd sizes the array by this number); any further
 # ones, which few flows see, in a dict.
@@ -74,7 +86,7 @@ REASON_SLOTS = 8
 
 
 class FlowStats:
-    __slots__ = ("flow", "packets_in", "packets_out", "super_packets", "max_segs", "_slot_reasons", "_slot_counts",
+    __slots__ = ("flow", "packets_in", "packets_out", "super_packets", "max_segs", "_slot_tallies", "_slot_counts",
                  "_more_reasons", "bytes_out", "interface", "layers", "layout")
 
     def __init__(self, flow: FlowTuple, interface: int = 0):
@@ -84,8 +96,8 @@ class FlowStats:
         self.packets_out = 0
         self.super_packets = 0
         self.max_segs = 0
-        # flush reason -> packets (reason_counts): reasons in first-seen order and their counts
-        self._slot_reasons: List[str] = []
+        # flush reason -> packets (reason_counts): its reasons' tallies in first-seen order, and its counts
+        self._slot_tallies: List[ReasonTally] = []
         self._slot_counts = [0] * 8                  # REASON_SLOTS zeros (a C array in the compiled build)
         self._more_reasons: Optional[Dict[str, int]] = None    # past the slots, in first-seen order
         self.bytes_out = 0
@@ -95,40 +107,37 @@ class FlowStats:
         self.layers: Optional[Dict[Tuple[str, str], int]] = None
         self.layout: Optional["LayoutTotals"] = None   # with --layout: this flow's super-packets' shapes
 
-    def count(self, reason: str) -> bool:
-        """One more packet flushed for ``reason``; True when the flow had not seen it."""
-        names = self._slot_reasons
-        n = len(names)
+    def count(self, reason: str, tallies: Dict[str, ReasonTally]) -> None:
+        """One more packet flushed for ``reason``, in this flow and in its tally
+        among ``tallies`` (the collector's, made on the reason's first sight)."""
+        slots = self._slot_tallies
+        n = len(slots)
         for i in range(n):
-            if names[i] == reason:
+            tally = slots[i]
+            if tally.reason == reason:
                 self._slot_counts[i] += 1
-                return False
+                tally.packets += 1
+                return
+        tally = tallies.get(reason)
+        if tally is None:
+            # in delivery order: a reason's first sight overall
+            tally = tallies[reason] = ReasonTally(reason)
+        tally.packets += 1
         if n < REASON_SLOTS:
-            names.append(reason)
+            slots.append(tally)
             self._slot_counts[n] = 1
-            return True
+            return
         more = self._more_reasons
         if more is None:
             more = self._more_reasons = {}
-        seen = more.get(reason)
-        more[reason] = 1 if seen is None else seen + 1
-        return seen is None
-
-    def add_reasons_to(self, totals: Dict[str, int]) -> None:
-        """Add this flow's count of each reason to ``totals`` (which has every reason)."""
-        names = self._slot_reasons
-        for i in range(len(names)):
-            totals[names[i]] += self._slot_counts[i]
-        if self._more_reasons:
-            for reason, n in self._more_reasons.items():
-                totals[reason] += n
+        more[reason] = more.get(reason, 0) + 1
 
     @property
     def reason_counts(self) -> Dict[str, int]:
         """Flush reason -> packets, in first-seen order (a new dict)."""
         counts = {}
-        for i, reason in enumerate(self._slot_reasons):
-            counts[reason] = self._slot_counts[i]
+        for i, tally in enumerate(self._slot_tallies):
+            counts[tally.reason] = self._slot_counts[i]
         if self._more_reasons:
             counts.update(self._more_reasons)
         return counts
@@ -200,12 +209,6 @@ class LayoutTotals:
         }
 
 
-def _add_reasons(flows: Dict[tuple, FlowStats], totals: Dict[str, int]) -> None:
-    """Every flow's reason counts added to ``totals`` (a C call per flow compiled)."""
-    for fs in flows.values():
-        fs.add_reasons_to(totals)
-
-
 class StatsCollector:
     """Feed it every Delivery in order; it never keeps the packets themselves.
     Flows are told apart by capture interface too: each interface is its own device."""
@@ -218,9 +221,8 @@ class StatsCollector:
         self.interfaces: List[dict] = interfaces if interfaces is not None else []
         self._namers: Dict[int, object] = {0: self.namer}
         self.flows: Dict[tuple, FlowStats] = {}       # (interface, flow) -> its statistics
-        # every flush reason seen, in first-seen order (the totals are the flows' counts,
-        # summed when read: one dict update per delivery instead of two)
-        self._reasons_seen: Dict[str, None] = {}
+        # every flush reason seen, in first-seen order: its packets over all flows
+        self._tallies: Dict[str, ReasonTally] = {}
         self.packets_in = 0
         self.packets_out = 0
         self.super_packets = 0
@@ -271,9 +273,7 @@ class StatsCollector:
     @property
     def reason_counts(self) -> Dict[str, int]:
         """Flush reason -> packets, in first-seen order."""
-        totals = dict.fromkeys(self._reasons_seen, 0)
-        _add_reasons(self.flows, totals)
-        return totals
+        return {reason: tally.packets for reason, tally in self._tallies.items()}
 
     @property
     def reasons(self) -> Counter:
@@ -319,10 +319,7 @@ class StatsCollector:
         fs.packets_in += segs
         fs.packets_out += 1
         fs.bytes_out += delivery.frame_len
-        if fs.count(reason):
-            # a flow's first sight of a reason: in delivery order, the first of these
-            # for each reason is its first sight overall
-            self._reasons_seen[reason] = None
+        fs.count(reason, self._tallies)
         layer = delivery.layer
         if layer:
             layers = fs.layers
