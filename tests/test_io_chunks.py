@@ -119,6 +119,38 @@ def test_standard_input_across_chunks(tmp_path):
 
 
 
+def test_standard_input_from_inside_a_regular_file(tmp_path):
+    # a regular file's first bytes are looked at and rewound (not read and joined
+    # to the next read): a capture that starts past other bytes of the file
+    # standard input reads is read from there, and no byte is read twice
+    data = build(SIZES[:3000])
+    expected, cut = independent(data)
+    assert cut is None
+    path = tmp_path / "prefixed"
+    path.write_bytes(b"not a capture" + data)
+    digest = hashlib.sha256(repr(expected).encode()).hexdigest()
+    script = ("import hashlib, os, sys; from grotool.io.capture import CaptureReader\n"
+              "os.lseek(0, 13, os.SEEK_SET)\n"
+              "r = CaptureReader('-')\n"
+              "recs = list(r.records_with_interface())\n"
+              "print(hashlib.sha256(repr(recs).encode()).hexdigest(), r.file_size)\n")
+    with open(path, "rb") as stdin:
+        run = subprocess.run([sys.executable, "-c", script], stdin=stdin, capture_output=True, cwd=ROOT,
+                             timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.decode().split() == [digest, str(len(data))]
+
+
+def test_first_look_rewinds_a_regular_file(tmp_path):
+    path = tmp_path / "in.pcap"
+    path.write_bytes(build(SIZES[:10]))
+    with open(path, "rb", buffering=0) as raw:
+        stream = capture._PeekStream(raw)
+        assert stream.peek(2) == path.read_bytes()[:2]
+        assert raw.tell() == 0 and stream.head == b""
+        assert stream.read(24) == path.read_bytes()[:24]
+
+
 class Source:
     """An input without a file size (like a pipe) that records the size of every
     read; with a seed each read returns at most a random few bytes (1 to 70,000)."""

@@ -79,6 +79,13 @@ def _open_binary(path: str) -> BinaryIO:
         raise InputError(f"{path}: cannot open: {exc.strerror}") from None
 
 
+def _seekable(stream) -> bool:
+    try:
+        return stream.seekable()
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 class _PeekStream:
     """Wraps a binary stream so the first bytes can be inspected (gzip, magic)."""
 
@@ -87,6 +94,14 @@ class _PeekStream:
         self.head = b""
 
     def peek(self, n: int) -> bytes:
+        if not self.head and _seekable(self.raw):
+            # a regular file is looked at and rewound: the first read then goes
+            # straight to the file instead of being joined to what was looked at
+            # (a copy of the reader's first megabyte)
+            at = self.raw.tell()
+            seen = self.raw.read(n)
+            self.raw.seek(at)
+            return seen
         while len(self.head) < n:
             more = self.raw.read(n - len(self.head))
             if not more:
