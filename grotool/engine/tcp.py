@@ -36,6 +36,9 @@ _FINAL_FLAGS = TCP_FLAG_URG | TCP_FLAG_PSH | TCP_FLAG_RST | TCP_FLAG_SYN | TCP_F
 SEQ_MASK = 0xFFFFFFFF                # sequence numbers are 32-bit: compared modulo 2**32
 _from_bytes = int.from_bytes
 _unpack_word32 = Struct(">I").unpack_from
+# the interpreter's tcp_gro_receive reads the sequence number, the acknowledgement
+# and the flag word with one struct call (three word32 calls cost it more)
+_unpack_seq_ack_flags = Struct(">III").unpack_from
 
 
 # The callers of word32 and same_bytes have checked that the bytes are present.
@@ -312,14 +315,15 @@ def _final_reason(flags: int, length: int) -> str:
 def tcp_gro_receive(bucket, skb, gro, thlen):
     data = skb.data
     off = skb.off
-    flags = word32(data, off + 12)
     # tcp_gro_lookup: the port pair completes the flow identity (the compiled
     # build compares it where it lies and copies it into skb.key only if the
     # segment is not merged; the interpreter joins and compares strings)
     if cython.compiled:
+        flags = word32(data, off + 12)
         defer_key(skb, off, 4)
         p = bucket.find_waiting(skb.hash, skb)
     else:
+        seq, ack, flags = _unpack_seq_ack_flags(data, off + 4)
         extend_key(skb, data, off, 4)
         p = bucket.find(skb.hash, skb.key)
     skb.l4_off = off
@@ -337,7 +341,10 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
     if p is not None:
         d2 = p.data
         th2 = p.l4_off
-        flags2 = word32(d2, th2 + 12)
+        if cython.compiled:
+            flags2 = word32(d2, th2 + 12)
+        else:
+            seq2, ack2, flags2 = _unpack_seq_ack_flags(d2, th2 + 4)
         reason = None
         diff = (flags ^ flags2) & _COMPARED
         if not gro.tcp_cwr_compared:
@@ -346,7 +353,7 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
             reason = "tcp_cwr"                # an incoming CWR always flushes
         elif diff:
             reason = _flag_diff_reason(flags, diff)
-        elif not same_bytes(data, off + 8, d2, th2 + 8, 4):
+        elif not same_bytes(data, off + 8, d2, th2 + 8, 4) if cython.compiled else ack != ack2:
             reason = "tcp_ack_changed"
         elif thlen > 20 and not same_bytes(data, off + 20, d2, th2 + 20, thlen - 20):
             reason = _options_reason(data, off + 20, d2, th2 + 20, thlen - 20)
@@ -371,7 +378,8 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
                     reason = "tcp_no_payload"
                 elif length > mss:
                     reason = "tcp_oversize"
-                elif (word32(d2, th2 + 4) + p.payload_len - word32(data, off + 4)) & SEQ_MASK:
+                elif ((word32(d2, th2 + 4) + p.payload_len - word32(data, off + 4)) & SEQ_MASK if cython.compiled
+                      else (seq2 + p.payload_len - seq) & SEQ_MASK):
                     reason = "tcp_seq_mismatch"
         if p.is_flist:
             # fraglist: the whole flag word must match (PSH/FIN too), at most 64
