@@ -442,11 +442,16 @@ def extend_key(skb, data, at, n, at2=0, n2=0) -> None:
     skb.key_from_frame = 0
     skb.key_n = 0
     skb.key_n2 = 0
-    skb.key_n3 = 0
-    if head or n0 or n1 or n3 or n2:
+    if n3 or n2:
+        skb.key_n3 = 0
         start = skb.start
         skb.key = b"".join((key, data[start:start + head], data[at0:at0 + n0], data[at1:at1 + n1],
                             data[at3:at3 + n3], data[at:at + n], data[at2:at2 + n2]))
+    elif head or n0 or n1:
+        # the common case (a layer's one range behind IPv4's): no empty slices to join
+        start = skb.start
+        skb.key = b"".join((key, data[start:start + head], data[at0:at0 + n0], data[at1:at1 + n1],
+                            data[at:at + n]))
     else:
         skb.key = key + data[at:at + n]
 
