@@ -258,8 +258,9 @@ class GroNode:
             header = PyByteArray_FromStringAndSize(cython.cast(cython.p_char, raw) + start, p.off - start)  # one copy
         else:
             header = bytearray(raw[start:p.off])
-        p.network_offsets[0] -= start        # (read by the completions in header; p is done after)
-        p.network_offsets[1] -= start
+        if start:
+            p.network_offsets[0] -= start    # (read by the completions in header; p is done after)
+            p.network_offsets[1] -= start
         gso_type: List[str] = []
         # gro_complete: the packet_offload gro_complete for skb->protocol, nhoff at the L3 start
         entry = packet_offload(self.packet_offloads, p.protocol)

@@ -121,6 +121,7 @@ cdef void _copy_super_packet(bytearray header, Skb p, unsigned char *dst) noexce
 @cython.locals(n=Py_ssize_t, data=bytes, p=Skb, src=cython.p_uchar)
 cdef bint copy_frame(Delivery delivery, unsigned char *dst) except -1
 
+@cython.locals(off=Py_ssize_t)
 cpdef _init_skb(Skb skb, bytes data, Py_ssize_t start, Py_ssize_t end, long long ts, Py_ssize_t index, Py_ssize_t l2_len, long long hash_,
                 int protocol, bytes key)
 @cython.locals(skb=Skb)

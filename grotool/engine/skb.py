@@ -144,7 +144,7 @@ def _init_skb(skb, data, start, end, ts, index, l2_len, hash_, protocol, key) ->
     skb.hash = hash_
     skb.l2_len = l2_len
     skb.protocol = protocol
-    skb.off = start + l2_len
+    skb.off = off = start + l2_len
     skb.flush = None
     skb.proto = 0
     skb.key = key
@@ -156,7 +156,7 @@ def _init_skb(skb, data, start, end, ts, index, l2_len, hash_, protocol, key) ->
     skb.key_at3 = 0
     skb.key_n3 = 0
     skb.count = 1
-    skb.network_offsets = [start + l2_len, start + l2_len]
+    skb.network_offsets = [off, off]
     skb.encap_mark = 0
     skb.outer_family = 0
     skb.inner_family = 0
