@@ -12,7 +12,12 @@ collector does not track, and which keeps up to n freed objects for reuse)
 leave a class as it is.
 """
 
-from types import SimpleNamespace
+from types import ModuleType
 
-cython = SimpleNamespace(compiled=False, cclass=lambda cls: cls, no_gc=lambda cls: cls,
-                         freelist=lambda n: lambda cls: cls)
+# a module object, not a SimpleNamespace: the interpreter reads ``cython.compiled``
+# (several times per frame) through its specialised module attribute look-up
+cython = ModuleType("cython")
+cython.compiled = False
+cython.cclass = lambda cls: cls
+cython.no_gc = lambda cls: cls
+cython.freelist = lambda n: lambda cls: cls
