@@ -157,28 +157,21 @@ def test_the_source_finder_takes_grotool_sources_only(tmp_path):
         assert proc.stdout.strip() == finders, (pure, proc.stderr)
 
 
-def test_choosing_the_build_does_not_import_importlib_abc():
+@pytest.mark.parametrize("modules", [
     # importlib.abc brings importlib.resources, pathlib, zipfile and tempfile: in an
     # interpreter whose site does not load them already (-S here), three times a
     # bare start-up, paid by every grotool command
-    import site
-
-    env = dict(_env(pure=False), PYTHONPATH=os.pathsep.join([str(ROOT), *site.getsitepackages()]))
-    code = "import sys, grotool; print(sorted({'importlib.abc', 'importlib.resources'} & set(sys.modules)))"
-    proc = subprocess.run([sys.executable, "-S", "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "[]"
-
-
-def test_choosing_the_build_does_not_import_typing():
+    ("importlib.abc", "importlib.resources"),
     # python -m grotool imports the package before __main__ turns the cycle
     # collector off: typing (and re, enum, functools it brings) imported there
     # cost collections (3 M instructions); click imports it later, collector off
+    ("typing", "re"),
+])
+def test_choosing_the_build_does_not_import(modules):
     import site
 
     env = dict(_env(pure=False), PYTHONPATH=os.pathsep.join([str(ROOT), *site.getsitepackages()]))
-    code = "import sys, grotool; print(sorted({'typing', 're'} & set(sys.modules)))"
+    code = f"import sys, grotool; print(sorted({set(modules)!r} & set(sys.modules)))"
     proc = subprocess.run([sys.executable, "-S", "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
