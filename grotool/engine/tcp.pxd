@@ -39,7 +39,7 @@ cpdef _flag_diff_reason(long flags, long diff)
 cpdef _final_reason(long flags, Py_ssize_t length)
 @cython.locals(data=bytes, d2=bytes, off=Py_ssize_t, end=Py_ssize_t, length=Py_ssize_t, mss=Py_ssize_t,
                th2=Py_ssize_t, flags=long, flags2=long, diff=long, outer=Py_ssize_t, p=Skb,
-               final=bint)
+               final=bint, seq=long, ack=long, seq2=long, ack2=long)
 cpdef tcp_gro_receive(Bucket bucket, Skb skb, GroNode gro, Py_ssize_t thlen)
 @cython.locals(flag_byte=int, check=long)
 cpdef _finish(GroNode gro, Skb p, bytearray header, list gso_type, Py_ssize_t thoff, long pseudo_sum,

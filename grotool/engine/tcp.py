@@ -37,7 +37,8 @@ SEQ_MASK = 0xFFFFFFFF                # sequence numbers are 32-bit: compared mod
 _from_bytes = int.from_bytes
 _unpack_word32 = Struct(">I").unpack_from
 # the interpreter's tcp_gro_receive reads the sequence number, the acknowledgement
-# and the flag word with one struct call (three word32 calls cost it more)
+# and the flag word with one struct call (three word32 calls cost it more; the
+# compiled build reads them as three C words)
 _unpack_seq_ack_flags = Struct(">III").unpack_from
 
 
@@ -329,7 +330,7 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
     # build compares it where it lies and copies it into skb.key only if the
     # segment is not merged; the interpreter joins and compares strings)
     if cython.compiled:
-        flags = word32(data, off + 12)
+        seq, ack, flags = word32(data, off + 4), word32(data, off + 8), word32(data, off + 12)
         defer_key(skb, off, 4)
         p = bucket.find_waiting(skb.hash, skb)
     else:
@@ -352,7 +353,7 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
         d2 = p.data
         th2 = p.l4_off
         if cython.compiled:
-            flags2 = word32(d2, th2 + 12)
+            seq2, ack2, flags2 = word32(d2, th2 + 4), word32(d2, th2 + 8), word32(d2, th2 + 12)
         else:
             seq2, ack2, flags2 = _unpack_seq_ack_flags(d2, th2 + 4)
         reason = None
@@ -363,7 +364,7 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
             reason = "tcp_cwr"                # an incoming CWR always flushes
         elif diff:
             reason = _flag_diff_reason(flags, diff)
-        elif not same_bytes(data, off + 8, d2, th2 + 8, 4) if cython.compiled else ack != ack2:
+        elif ack != ack2:
             reason = "tcp_ack_changed"
         elif thlen > 20 and not (same_bytes(data, off + 20, d2, th2 + 20, thlen - 20) if cython.compiled
                                  else data[off + 20:off + thlen] == d2[th2 + 20:th2 + thlen]):
@@ -389,8 +390,7 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
                     reason = "tcp_no_payload"
                 elif length > mss:
                     reason = "tcp_oversize"
-                elif ((word32(d2, th2 + 4) + p.payload_len - word32(data, off + 4)) & SEQ_MASK if cython.compiled
-                      else (seq2 + p.payload_len - seq) & SEQ_MASK):
+                elif (seq2 + p.payload_len - seq) & SEQ_MASK:
                     reason = "tcp_seq_mismatch"
         if p.is_flist:
             # fraglist: the whole flag word must match (PSH/FIN too), at most 64
