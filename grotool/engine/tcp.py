@@ -186,23 +186,25 @@ _unpack_addr6_words = Struct(">16H").unpack_from
 
 def pseudo4(data, nh, length, proto=6):
     """inet_gro_compute_pseudo"""
-    if not cython.compiled:
-        return sum(_unpack_addr4_words(data, nh + 12)) % 0xFFFF + proto + length
-    raw = data     # read in place (a C pointer in the compiled build): the header was parsed
-    total = 0
-    for at in range(nh + 12, nh + 20, 2):
-        total += (raw[at] << 8) | raw[at + 1]
+    if cython.compiled:
+        raw = data     # read in place (a C pointer): the header was parsed
+        total = 0
+        for at in range(nh + 12, nh + 20, 2):
+            total += (raw[at] << 8) | raw[at + 1]
+    else:
+        total = sum(_unpack_addr4_words(data, nh + 12))
     return total % 0xFFFF + proto + length
 
 
 def pseudo6(data, nh, length, proto=6):
     """ip6_gro_compute_pseudo"""
-    if not cython.compiled:
-        return sum(_unpack_addr6_words(data, nh + 8)) % 0xFFFF + proto + length
-    raw = data
-    total = 0
-    for at in range(nh + 8, nh + 40, 2):
-        total += (raw[at] << 8) | raw[at + 1]
+    if cython.compiled:
+        raw = data
+        total = 0
+        for at in range(nh + 8, nh + 40, 2):
+            total += (raw[at] << 8) | raw[at + 1]
+    else:
+        total = sum(_unpack_addr6_words(data, nh + 8))
     return total % 0xFFFF + proto + length
 
 
@@ -366,8 +368,7 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
             reason = _flag_diff_reason(flags, diff)
         elif ack != ack2:
             reason = "tcp_ack_changed"
-        elif thlen > 20 and not (same_bytes(data, off + 20, d2, th2 + 20, thlen - 20) if cython.compiled
-                                 else data[off + 20:off + thlen] == d2[th2 + 20:th2 + thlen]):
+        elif thlen > 20 and not same_bytes(data, off + 20, d2, th2 + 20, thlen - 20):
             reason = _options_reason(data, off + 20, d2, th2 + 20, thlen - 20)
         else:
             # gro_receive_network_flush: outer header, then inner if encapsulated
