@@ -55,6 +55,7 @@ cdef str _addr_format_at(bytes data, Py_ssize_t at, Py_ssize_t size)
 cdef Py_ssize_t _address_at(Py_ssize_t l3, long family, bint dst) noexcept
 @cython.locals(at=Py_ssize_t)
 cdef bytes _ip_address(bytes data, Py_ssize_t l3, long family, bint dst)
+cdef tuple _ip_addresses(bytes data, Py_ssize_t l3, long family)
 cpdef str ip_address_text(bytes data, Py_ssize_t l3, long family, bint dst)
 
 @cython.locals(top=long)

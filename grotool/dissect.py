@@ -375,6 +375,11 @@ def _ip_address(data: bytes, l3: int, family: int, dst: bool) -> bytes:
     return data[at:at + (4 if family == 4 else 16)]
 
 
+def _ip_addresses(data: bytes, l3: int, family: int) -> Tuple[bytes, bytes]:
+    """The source and destination address bytes of the IP header at l3."""
+    return _ip_address(data, l3, family, False), _ip_address(data, l3, family, True)
+
+
 def ip_address_text(data: bytes, l3: int, family: int, dst: bool) -> str:
     """addr_text() of _ip_address(): the compiled build writes it from the
     frame, without the address bytes (a walk without records keeps none)."""
@@ -647,7 +652,7 @@ def _ip_header(walk: _Walk, off: int, etype: int, limit: int) -> bool:
         proto = data[off + 9]
         src = dst = None                            # a walk without records keeps no address bytes
         if records:
-            src, dst = _ip_address(walk.data, off, 4, False), _ip_address(walk.data, off, 4, True)
+            src, dst = _ip_addresses(walk.data, off, 4)
             fields = (("ihl", ihl), ("tos", data[off + 1]), ("total_length", tot),
                       ("id", (data[off + 4] << 8) | data[off + 5]), ("df", bool(frag & 0x4000)),
                       ("mf", bool(frag & 0x2000)), ("frag_offset", (frag & 0x1FFF) * 8), ("ttl", data[off + 8]),
@@ -682,7 +687,7 @@ def _ip_header(walk: _Walk, off: int, etype: int, limit: int) -> bool:
         proto = data[off + 6]
         src = dst = None
         if records:
-            src, dst = _ip_address(walk.data, off, 6, False), _ip_address(walk.data, off, 6, True)
+            src, dst = _ip_addresses(walk.data, off, 6)
             walk.layers.append(_new(Layer, ("ipv6", off, 40, (
                 ("tc", ((data[off] & 0x0F) << 4) | (data[off + 1] >> 4)),
                 ("flow_label", ((data[off + 1] & 0x0F) << 16) | (data[off + 2] << 8) | data[off + 3]),
@@ -771,7 +776,7 @@ def _network(walk: _Walk, off: int, etype: int, limit: int, vxlan, geneve) -> No
             if not _inner_ip_present(walk, l4, inner_etype, "inner IP"):
                 return
             if src is None:                         # a tunnel's identity has its outer addresses
-                src, dst = _ip_address(walk.data, off, family, False), _ip_address(walk.data, off, family, True)
+                src, dst = _ip_addresses(walk.data, off, family)
             walk.tunnels += (_new(Tunnel, (_IPIP_KIND[(family, proto)], family, src, dst, proto, None, None, None, (), off,
                                         l4)),)
             walk.ethertype = inner_etype
@@ -835,7 +840,7 @@ def _enter(walk: _Walk, kind: str, family: int, src: bytes, dst: bytes, ip_proto
     elif not _inner_ip_present(walk, inner, etype_inner, f"{kind} inner IP"):
         return -1
     if src is None:                                 # a tunnel's identity has its outer addresses
-        src, dst = _ip_address(walk.data, outer_l3, family, False), _ip_address(walk.data, outer_l3, family, True)
+        src, dst = _ip_addresses(walk.data, outer_l3, family)
     walk.tunnels += (_new(Tunnel, (kind, family, src, dst, ip_proto, key, sport, dport, vlans, outer_l3, inner)),)
     walk.no_inner()                                 # the innermost packet is now the encapsulated one
     walk.ethertype = etype

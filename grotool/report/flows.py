@@ -29,10 +29,10 @@ FlowTuple = Tuple[str, str, str, Optional[int], Optional[int], Tuple[int, ...], 
 
 def flow_of(d: Dissection) -> FlowTuple:
     """The flow tuple of a dissected packet."""
-    if d.src is None:
-        return _flow(None, None, d.ip_proto, d.fragment, d.sport, d.dport, d.vlans, d.ethertype, d.problem, d.tunnels)
-    return _flow(addr_text(d.src), addr_text(d.dst), d.ip_proto, d.fragment, d.sport, d.dport, d.vlans, d.ethertype,
-                 d.problem, d.tunnels)
+    src = dst = None
+    if d.src is not None:
+        src, dst = addr_text(d.src), addr_text(d.dst)
+    return _flow(src, dst, d.ip_proto, d.fragment, d.sport, d.dport, d.vlans, d.ethertype, d.problem, d.tunnels)
 
 
 def _flow(src, dst, proto, fragment, sport, dport, vlans, ethertype, problem, tunnels) -> FlowTuple:
@@ -70,11 +70,11 @@ def _describe(linktype: int, data, vxlan, geneve, walk: Optional[_Walk] = None) 
     (in ``walk``, reused, when given)."""
     data = data if type(data) is bytes else bytes(data)
     w = walk_frame(data, LINKTYPE_ETHERNET if linktype is None else linktype, len(data), vxlan, geneve, False, walk)
-    if w.l3 is None:                    # no IP header (the walk keeps no address bytes: l3 says)
-        return _flow(None, None, w.ip_proto, w.fragment, w.sport, w.dport, w.vlans, w.ethertype, w.problem, w.tunnels)
-    family, l3 = w.family, w.l3
-    return _flow(ip_address_text(data, l3, family, False), ip_address_text(data, l3, family, True), w.ip_proto,
-                 w.fragment, w.sport, w.dport, w.vlans, w.ethertype, w.problem, w.tunnels)
+    src = dst = None
+    if w.l3 is not None:                # an IP header (the walk keeps no address bytes: l3 says)
+        family, l3 = w.family, w.l3
+        src, dst = ip_address_text(data, l3, family, False), ip_address_text(data, l3, family, True)
+    return _flow(src, dst, w.ip_proto, w.fragment, w.sport, w.dport, w.vlans, w.ethertype, w.problem, w.tunnels)
 
 
 class FlowNamer:
