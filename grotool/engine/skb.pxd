@@ -127,6 +127,7 @@ cpdef _init_skb(Skb skb, bytes data, Py_ssize_t start, Py_ssize_t end, long long
 @cython.locals(skb=Skb)
 cpdef Skb new_skb(bytes data, Py_ssize_t start, Py_ssize_t end, long long ts, Py_ssize_t index, Py_ssize_t l2_len,
                   int protocol, bytes key)
+@cython.locals(start=Py_ssize_t, end=Py_ssize_t)
 cpdef bytes frame_bytes(Skb skb)
 @cython.locals(start=Py_ssize_t)
 cpdef void rebase(Skb skb)

@@ -106,9 +106,14 @@ class Skb:
 def frame_bytes(skb) -> bytes:
     """The bytes of skb's frame: data itself, or its [start, end) slice."""
     data = skb.data
-    if skb.start == 0 and skb.end == len(data):
+    start = skb.start
+    end = skb.end
+    if start == 0 and end == len(data):
         return data
-    return data[skb.start:skb.end]
+    if cython.compiled and 0 <= start <= end <= len(data):
+        # one copy, without the slice object and its two integers
+        return PyBytes_FromStringAndSize(cython.cast(cython.p_char, data) + start, end - start)
+    return data[start:end]
 
 
 def rebase(skb) -> None:
