@@ -72,3 +72,71 @@ def test_a_replay_leaves_no_cyclic_garbage(tmp_path, source, settings):
         assert r.returncode == 0, r.stderr
         left.append(r.stdout.strip())
     assert left[0] == left[1]
+
+
+# -- the grotool program leaves a replay's flow records to the OS at exit ------------
+
+class _Records:
+    """Stands in for a replay's statistics: an object a weak reference can watch."""
+
+
+def test_records_left_for_exit_outlive_every_collection(monkeypatch):
+    import gc
+    import weakref
+
+    from grotool import cli
+
+    monkeypatch.setattr(cli, "_process_ends_with_command", True)
+    frozen = gc.get_freeze_count()
+    records = _Records()
+    alive = weakref.ref(records)
+    try:
+        cli._leave_for_exit(records)
+        del records
+        gc.collect()
+        assert alive() is not None                   # no collection frees them, the one at exit neither
+        assert gc.get_freeze_count() > frozen
+    finally:
+        gc.unfreeze()                                # this test process goes on: give them back
+        gc.collect()
+    assert alive() is None
+
+
+def test_records_are_freed_when_main_runs_inside_another_program(tmp_path):
+    import gc
+
+    from click.testing import CliRunner
+
+    from grotool import cli
+
+    assert not cli._process_ends_with_command
+    records = _Records()
+    import weakref
+    alive = weakref.ref(records)
+    cli._leave_for_exit(records)
+    del records
+    assert alive() is None                           # reference counting freed them at once
+    frozen = gc.get_freeze_count()
+    result = CliRunner().invoke(cli.main, ["replay", str(ROOT / "captures" / "mixed.pcap"), "-q"])
+    assert result.exit_code == 0, result.output
+    assert gc.get_freeze_count() == frozen           # a replay through main() sets nothing aside
+
+
+def test_the_program_with_its_records_left_writes_what_the_api_writes(tmp_path):
+    # run() (python -m grotool): exit 0, and the capture and statistics are those of
+    # the same replay through the API in this process
+    import json
+
+    from grotool.engine import Settings
+    from grotool.replay import replay
+
+    source = ROOT / "captures" / "mixed.pcap"
+    out, doc_path = tmp_path / "out.pcap", tmp_path / "s.json"
+    r = subprocess.run([sys.executable, "-m", "grotool", "replay", str(source), str(out), "-q", "--json",
+                        str(doc_path)], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    expected = replay(str(source), str(tmp_path / "api.pcap"), Settings())
+    assert out.read_bytes() == (tmp_path / "api.pcap").read_bytes()
+    doc = json.loads(doc_path.read_text())
+    assert doc["flows"] == json.loads(json.dumps(expected.document["flows"]))
+    assert doc["totals"] == json.loads(json.dumps(expected.document["totals"]))

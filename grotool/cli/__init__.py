@@ -363,6 +363,7 @@ def replay(input_path, output_path, device, budget, csum, l4_csum, gro, vlan_gro
         _write_json(result.document, json_path)
     if not quiet:
         _render_replay(result, _stderr_console() if to_stdout else make_console(), top)
+    _leave_for_exit(result.collector)       # read no more
     if verify:
         _report_verify(result.verify)
     if result.truncation:
@@ -406,6 +407,26 @@ def _report_verify(outcome) -> None:
 # net container allocations between young collections of the cycle collector (run())
 YOUNG_COLLECTION_EVERY = 100_000
 
+# set by run(): this process is the grotool program, which ends when its command returns
+_process_ends_with_command = False
+
+
+def _leave_for_exit(records) -> None:
+    """In the grotool program (run()), leave a replay's flow records, which
+    ``records`` holds, to the operating system at exit instead of freeing them
+    one object at a time: that is 3.7% of the instructions of a statistics-only
+    replay of 10,000 flows.  They go into a list that holds itself, and
+    gc.freeze sets it aside with every object alive now: no collection looks
+    at frozen objects again, not even the last one at exit.  Only for plain
+    data (FlowStats, names, tallies: no finalizer, no file), and never when
+    main() runs inside another program (tests, a caller of the CLI), whose
+    memory it would keep."""
+    if not _process_ends_with_command:
+        return
+    holder = [records]
+    holder.append(holder)
+    gc.freeze()
+
 
 def run() -> None:
     """The grotool program (console script and ``python -m grotool``): main()
@@ -419,6 +440,8 @@ def run() -> None:
     grotool.__main__ keeps the collector off while the program is imported
     (3% of the start-up's instructions) and this turns it on again.
     (Not done by main() itself: a program calling it keeps its own settings.)"""
+    global _process_ends_with_command
+    _process_ends_with_command = True
     gc.freeze()
     gc.set_threshold(YOUNG_COLLECTION_EVERY, 10, 10)
     gc.enable()
