@@ -38,14 +38,33 @@ MAX_POLL_NS_PER_FRAME = 10 ** 9
 OUTGOING_MODES = ("pass", "receive")
 
 
-class _ComparedByFields:
-    """__repr__, __eq__ and __hash__ of a frozen dataclass, written once over
-    its fields: each one dataclass generates for a class is Python source it
-    compiles at import, and Settings' 29 fields made its repr, eq and hash
-    a sixth of the import time of a replay's start-up (4 M instructions).
-    Same results as the generated ones (tests/test_settings_dataclass.py)."""
+class _WrittenOverFields:
+    """__init__, __repr__, __eq__ and __hash__ of a frozen dataclass whose
+    fields all have defaults, written once over its fields: each method
+    dataclass generates for a class is Python source it compiles at import,
+    and Settings' 29 fields made its repr, eq and hash a sixth of the import
+    time of a replay's start-up (4 M instructions) and its __init__ 4.9 M.
+    Same results, and the same errors, as the generated ones
+    (tests/test_settings_dataclass.py)."""
 
     __slots__ = ()
+
+    def __init__(self, *args, **values):
+        every = fields(self)
+        name = f"{self.__class__.__qualname__}.__init__()"
+        if len(args) > len(every):
+            raise TypeError(f"{name} takes from 1 to {len(every) + 1} positional arguments but "
+                            f"{len(args) + 1} were given")
+        given = {f.name for f in every[:len(args)]}
+        for key in values:
+            if key in given:
+                raise TypeError(f"{name} got multiple values for argument {key!r}")
+            if not any(f.name == key for f in every):
+                raise TypeError(f"{name} got an unexpected keyword argument {key!r}")
+        for f, value in zip(every, args):
+            values[f.name] = value
+        for f in every:
+            object.__setattr__(self, f.name, values[f.name] if f.name in values else f.default)
 
     def _field_values(self) -> tuple:
         return tuple([getattr(self, f.name) for f in fields(self)])
@@ -63,9 +82,9 @@ class _ComparedByFields:
         return hash(self._field_values())
 
 
-# repr, eq (and with them hash) come from _ComparedByFields
-@dataclass(frozen=True, repr=False, eq=False)
-class Settings(_ComparedByFields):
+# __init__, repr, eq (and with them hash) come from _WrittenOverFields
+@dataclass(frozen=True, init=False, repr=False, eq=False)
+class Settings(_WrittenOverFields):
     """Every knob of a simulation (`grotool replay`'s options, with underscores);
     the defaults are the kernel's."""
 
