@@ -33,8 +33,10 @@ was parsed up to the damage, with ``problem`` saying what stopped it.
 from __future__ import annotations
 
 import types
-from typing import Any, Dict, FrozenSet, Iterable, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, Iterable, NamedTuple, Optional, Tuple
 
+if TYPE_CHECKING:
+    from .dissect_records import Checksum, Dissection, Layer  # noqa: F401  (made on first use: see below)
 from .linktypes import (LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, LINKTYPE_LOOP, LOOPBACK_LINKTYPES,
                         RAW_LINKTYPES, loopback_ethertype, loopback_family)
 
@@ -70,33 +72,6 @@ _IPIP_KIND = {(4, IPPROTO_IPIP): "ipip", (4, IPPROTO_IPV6): "sit",
               (6, IPPROTO_IPIP): "ip4ip6", (6, IPPROTO_IPV6): "ip6ip6"}
 
 
-class Layer(NamedTuple):
-    """One header: its name, where it starts, how long it is, and its fields
-    (``layer["ttl"]`` or ``layer.get("ttl")`` by name)."""
-
-    name: str               # eth, vlan, sll, sll2, null, loop, ipv4, ipv6, ipv6-hbh, ..., gre, udp, vxlan, geneve, tcp
-    offset: int
-    length: int             # header bytes (as declared; may run past a truncated capture)
-    fields: Tuple[Tuple[str, Any], ...] = ()
-
-    def get(self, name: str, default: Any = None) -> Any:
-        for key, value in self.fields:
-            if key == name:
-                return value
-        return default
-
-    def __getitem__(self, name):
-        if not isinstance(name, str):
-            return tuple.__getitem__(self, name)    # positional access stays a tuple's
-        for key, value in self.fields:
-            if key == name:
-                return value
-        raise KeyError(name)
-
-    def as_dict(self) -> Dict[str, Any]:
-        return dict(self.fields)
-
-
 class Tunnel(NamedTuple):
     """One encapsulation level, named by its outer identity."""
 
@@ -117,75 +92,24 @@ class Tunnel(NamedTuple):
         return (self.kind, addr_text(self.src), addr_text(self.dst), self.key, self.sport, self.dport, self.vlans)
 
 
-class Checksum(NamedTuple):
-    """A checksum field: ``kind`` ipv4 (header), tcp, udp or gre; the field is at
-    ``at``; it covers [start, end) (end as the headers declare it) plus, for
-    tcp/udp, the pseudo-header of ``family``/``src``/``dst``/``proto``."""
-
-    kind: str
-    at: int
-    start: int
-    end: int
-    hlen: int               # header bytes the covered range must at least hold
-    family: int = 0
-    src: bytes = b""
-    dst: bytes = b""
-    proto: int = 0
+# dissect()'s record types (Layer, Checksum, Dissection) live in
+# grotool.dissect_records and are made on first use: naming flows, a replay's
+# only use of this module, needs none of them, and making their named tuples
+# is 10 M instructions of a start-up.  From outside they are this module's
+# attributes as ever (__getattr__); dissect() puts them among its globals.
+_RECORD_TYPES = ("Layer", "Checksum", "Dissection")
 
 
-class Dissection(NamedTuple):
-    """What dissect() found (a named tuple: immutable and cheap to build)."""
+def __getattr__(name: str):
+    if name in _RECORD_TYPES:
+        _load_record_types()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    linktype: int
-    caplen: int                              # captured bytes
-    frame_len: int                           # max(wire length, captured bytes)
-    layers: Tuple[Layer, ...]
-    problem: Optional[str]                   # why parsing stopped early; None for a clean frame
-    vlans: Tuple[int, ...] = ()              # link-layer VLAN IDs, outermost first
-    ethertype: Optional[int] = None          # of the innermost link-level payload
-    tunnels: Tuple[Tunnel, ...] = ()         # outermost first
-    # innermost IP header
-    family: Optional[int] = None             # 4 or 6
-    l3: Optional[int] = None
-    src: Optional[bytes] = None
-    dst: Optional[bytes] = None
-    ip_proto: Optional[int] = None           # after IPv6 extension headers
-    fragment: bool = False                   # a fragment (offset or MF set): its transport is not parsed
-    frag_header: bool = False                # an IPv6 Fragment header is present (even an atomic one)
-    l3_end: Optional[int] = None             # end of the IP packet as its header says
-    l3_ok: bool = False                      # header complete and its length consistent with the frame
-    # innermost transport
-    l4: Optional[int] = None
-    l4_proto: Optional[int] = None           # 6 or 17 when the whole fixed header was captured
-    sport: Optional[int] = None              # ports as soon as 4 bytes of TCP/UDP were captured
-    dport: Optional[int] = None
-    payload_off: Optional[int] = None        # first L4 payload byte
-    payload_len: int = 0                     # L4 payload bytes as the IP header declares them
-    check_at: Optional[int] = None           # the innermost TCP/UDP checksum field
-    seq: Optional[int] = None                # TCP
-    ack: Optional[int] = None
-    tcp_flags: int = 0                       # TCP header byte 13 (CWR ECE URG ACK PSH RST SYN FIN)
-    window: Optional[int] = None
-    checksums: Tuple[Checksum, ...] = ()     # outermost first
 
-    @property
-    def five_tuple(self) -> Optional[tuple]:
-        """(ip proto, src, dst, sport, dport) of the innermost packet, addresses as text."""
-        if self.src is None:
-            return None
-        return (self.ip_proto, addr_text(self.src), addr_text(self.dst), self.sport, self.dport)
-
-    @property
-    def outer(self) -> Optional[Tunnel]:
-        """The outermost tunnel (the one GRO looks through), or None."""
-        return self.tunnels[0] if self.tunnels else None
-
-    def layer(self, name: str) -> Optional[Layer]:
-        """The innermost layer called ``name``."""
-        for lay in reversed(self.layers):
-            if lay.name == name:
-                return lay
-        return None
+def _load_record_types() -> None:
+    global Layer, Checksum, Dissection
+    from .dissect_records import Checksum, Dissection, Layer
 
 
 _ADDR_CACHE: Dict[bytes, str] = {}
@@ -499,6 +423,8 @@ def dissect(data, linktype: int = LINKTYPE_ETHERNET, *, wirelen: Optional[int] =
     destination port in ``vxlan_ports`` / ``geneve_ports`` is looked into as
     VXLAN / GENEVE; pass empty sets to treat it as plain UDP.
     """
+    if "Dissection" not in globals():
+        _load_record_types()
     data = data if type(data) is bytes else bytes(data)
     frame_len = max(wirelen or 0, len(data))
     vxlan = vxlan_ports if isinstance(vxlan_ports, (set, frozenset)) else frozenset(vxlan_ports)

@@ -136,6 +136,26 @@ def test_the_version_imports_neither_the_dissector_nor_rich():
     assert r.stdout.strip().splitlines()[-1] == "[]"
 
 
+def test_a_replay_does_not_make_the_dissection_record_types():
+    """Naming flows walks the dissector without records: dissect()'s record
+    types (grotool.dissect_records: 10 M instructions of named tuples) are made
+    on first use, and stay grotool.dissect's attributes."""
+    code = _LOADS_RICH.replace('any(name == "rich" or name.startswith("rich.") for name in sys.modules)',
+                               '"grotool.dissect_records" in sys.modules')
+    r = subprocess.run([sys.executable, "-c", code, "replay", "-q", "captures/mixed.pcap"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "False"
+    probe = ("import sys, grotool.dissect as d; assert 'grotool.dissect_records' not in sys.modules; "
+             "from grotool.dissect import Checksum, Dissection, Layer; import grotool.dissect_records as r; "
+             "assert (Checksum, Dissection, Layer) == (r.Checksum, r.Dissection, r.Layer); "
+             "assert type(d.dissect(b'')) is Dissection; "
+             "print(hasattr(d, 'Tunnel'), hasattr(d, 'no_such_name'))")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "True False"
+
+
 # standard modules a replay uses only in some runs (tempfile: the atomic write of
 # an output file; ipaddress: naming an unusual IPv6 address) or never (gzip: the
 # reader decompresses with zlib itself)

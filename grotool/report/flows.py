@@ -9,11 +9,13 @@ outer dport, inner VLAN IDs)``.
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, Iterable, Optional, Tuple
 
-from ..dissect import DEFAULT_GENEVE_PORTS, DEFAULT_VXLAN_PORTS, Dissection, _Walk, addr_text, ip_address_text, \
-    walk_frame
+from ..dissect import DEFAULT_GENEVE_PORTS, DEFAULT_VXLAN_PORTS, _Walk, addr_text, ip_address_text, walk_frame
 from ..linktypes import LINKTYPE_ETHERNET
+
+if TYPE_CHECKING:
+    from ..dissect_records import Dissection
 
 ETHERTYPE_NAMES = {0x0806: "arp", 0x88CC: "lldp", 0x8035: "rarp", 0x88B5: "local", 0x8863: "pppoe-d",
                    0x8864: "pppoe", 0x8847: "mpls", 0x88E5: "macsec", 0x888E: "eapol", 0x9000: "loop"}
