@@ -95,7 +95,7 @@ class Tunnel(NamedTuple):
 # dissect()'s record types (Layer, Checksum, Dissection) live in
 # grotool.dissect_records and are made on first use: naming flows, a replay's
 # only use of this module, needs none of them, and making their named tuples
-# is 10 M instructions of a start-up.  From outside they are this module's
+# is 5.9 M instructions of a start-up.  From outside they are this module's
 # attributes as ever (__getattr__); dissect() puts them among its globals.
 _RECORD_TYPES = ("Layer", "Checksum", "Dissection")
 

@@ -102,8 +102,9 @@ def test_records_left_for_exit_outlive_every_collection(monkeypatch):
     assert alive() is None
 
 
-def test_records_are_freed_when_main_runs_inside_another_program(tmp_path):
+def test_records_are_freed_when_main_runs_inside_another_program():
     import gc
+    import weakref
 
     from click.testing import CliRunner
 
@@ -111,7 +112,6 @@ def test_records_are_freed_when_main_runs_inside_another_program(tmp_path):
 
     assert not cli._process_ends_with_command
     records = _Records()
-    import weakref
     alive = weakref.ref(records)
     cli._leave_for_exit(records)
     del records
