@@ -129,5 +129,6 @@ cpdef Skb new_skb(bytes data, Py_ssize_t start, Py_ssize_t end, long long ts, Py
                   int protocol, bytes key)
 @cython.locals(start=Py_ssize_t, end=Py_ssize_t)
 cpdef bytes frame_bytes(Skb skb)
+cpdef bytes delivered_bytes(Delivery delivery)
 @cython.locals(start=Py_ssize_t)
 cpdef void rebase(Skb skb)

@@ -116,6 +116,19 @@ def frame_bytes(skb) -> bytes:
     return data[start:end]
 
 
+def delivered_bytes(delivery) -> bytes:
+    """delivery.data: what the property reads, as a function the compiled
+    statistics call directly (a property is an attribute look-up by name)."""
+    data = delivery._data
+    if data is None:
+        if delivery._header is None:
+            data = delivery._data = frame_bytes(delivery._head)     # a frame that lay in a larger buffer
+        else:
+            data = delivery._data = _join_super_packet(delivery._header, delivery._head)
+            delivery._header = None
+    return data
+
+
 def rebase(skb) -> None:
     """Give a frame that lies in a larger buffer its own string, and every
     offset with it (explain's recorder: its evidence reads the arriving frame
@@ -258,14 +271,7 @@ class Delivery:
         """The frame as delivered.  A super-packet's bytes are joined from its
         rebuilt header and the segments' payloads when first read: a replay
         that writes no packets never copies them."""
-        data = self._data
-        if data is None:
-            if self._header is None:
-                data = self._data = frame_bytes(self._head)     # a frame that lay in a larger buffer
-            else:
-                data = self._data = _join_super_packet(self._header, self._head)
-                self._header = None
-        return data
+        return delivered_bytes(self)
 
     @data.setter
     def data(self, value: bytes) -> None:

@@ -3,7 +3,7 @@
 # struct, so adding a delivery costs no attribute dictionary look-ups.
 import cython
 from libc.string cimport memcpy
-from grotool.engine.skb cimport Delivery
+from grotool.engine.skb cimport Delivery, delivered_bytes
 from grotool.report.flows cimport FlowNamer
 
 cdef Py_ssize_t RECENT_FLOWS
@@ -26,6 +26,10 @@ cdef class FlowStats:
     cdef public Py_ssize_t packets_in, packets_out, super_packets, max_segs, bytes_out
     @cython.locals(slots=list, n=Py_ssize_t, i=Py_ssize_t, tally=ReasonTally, more=dict)
     cpdef void count(self, str reason, dict tallies) except *
+    cdef void _start(self, flow, interface) except *
+
+@cython.locals(fs=FlowStats)
+cdef FlowStats _new_flow_stats(flow, interface)
 
 cdef class StatsCollector:
     cdef dict __dict__
@@ -36,7 +40,7 @@ cdef class StatsCollector:
     cdef public Py_ssize_t packets_in, packets_out, super_packets, max_segs
 
     # given the engine's deliveries (replay, api): a Delivery, whose fields are read as C struct fields
-    @cython.locals(fs=FlowStats, segs=cython.Py_ssize_t, slot=cython.Py_ssize_t, recent=bytes)
+    @cython.locals(fs=FlowStats, segs=cython.Py_ssize_t, slot=cython.Py_ssize_t, recent=bytes, data=bytes)
     cpdef FlowStats add(self, Delivery delivery)
     # a flow's name: describe (explain, decision events) through the namer's cache,
     # _name(..., False) without it (add, once per new flow identity)

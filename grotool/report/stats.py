@@ -7,6 +7,7 @@ from collections import Counter
 from operator import itemgetter
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
+from ..engine.skb import delivered_bytes
 from ..linktypes import SUPPORTED_LINKTYPES
 from .flows import FlowNamer, FlowTuple, flow_json
 
@@ -90,6 +91,11 @@ class FlowStats:
                  "_more_reasons", "bytes_out", "interface", "layers", "layout")
 
     def __init__(self, flow: FlowTuple, interface: int = 0):
+        self._start(flow, interface)
+
+    def _start(self, flow: FlowTuple, interface: int) -> None:
+        """__init__'s work: the compiled collector makes its records with
+        __new__ and this (a C call each, not the call protocol)."""
         self.flow = flow
         self.interface = interface
         self.packets_in = 0
@@ -209,6 +215,15 @@ class LayoutTotals:
         }
 
 
+def _new_flow_stats(flow: FlowTuple, interface: int) -> FlowStats:
+    """FlowStats(flow, interface); compiled, without the call protocol."""
+    if cython.compiled:
+        fs = FlowStats.__new__(FlowStats)
+        fs._start(flow, interface)
+        return fs
+    return FlowStats(flow, interface)
+
+
 class StatsCollector:
     """Feed it every Delivery in order; it never keeps the packets themselves.
     Flows are told apart by capture interface too: each interface is its own device."""
@@ -300,11 +315,14 @@ class StatsCollector:
         if fs is None:
             if interface and key:
                 key = (interface, key)
-            flow = self._name(interface, delivery.key, delivery.data, False)
+            # the compiled build's deliveries are the engine's: their bytes by a C call
+            data = delivered_bytes(delivery) if cython.compiled else delivery.data
+            flow = self._name(interface, delivery.key, data, False)
             if key:
                 # a new flow identity is nearly always a new flow: one look-up that
                 # inserts (hashing the flow tuple once), its record made beforehand
-                fs = self.flows.setdefault((interface, flow), FlowStats(flow, interface))
+                fs = _new_flow_stats(flow, interface)
+                fs = self.flows.setdefault((interface, flow), fs)
                 if len(self._by_key) < 1_000_000:
                     self._by_key[key] = fs
             else:
