@@ -366,11 +366,14 @@ for pieces, header_len, lens in cases:
     expect = bytes(header) + first[header_len:] + b"".join(f[len(f) - n:] for f, n in zip(merged, lens))
     head = Skb(first, 0, 0, 14)
     head.off = header_len
-    head.merged = []
     for i, (frame, n) in enumerate(zip(merged, lens)):
         segment = Skb(frame, 0, i + 1, 14)
         segment.payload_len = n
-        head.merged.append(segment)
+        if head.last_merged is None:
+            head.next_merged = segment
+        else:
+            head.last_merged.next_merged = segment
+        head.last_merged = segment
     try:
         got = _join_super_packet(header, head)
     except Exception as exc:

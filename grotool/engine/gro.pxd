@@ -45,9 +45,9 @@ cdef class GroNode:
     @cython.locals(total=Py_ssize_t)
     cpdef merge_allowed_size(self, Skb p, Skb skb, Py_ssize_t length)
     cpdef bint bigtcp_eligible(self, Skb p, Skb skb)
-    @cython.locals(length=Py_ssize_t, total=Py_ssize_t)
+    @cython.locals(length=Py_ssize_t, total=Py_ssize_t, last=Skb)
     cpdef merge(self, Skb p, Skb skb)
-    @cython.locals(length=Py_ssize_t)
+    @cython.locals(length=Py_ssize_t, last=Skb)
     cpdef merge_list(self, Skb p, Skb skb)
     @cython.locals(header=bytearray, gso_type=list, first=bytes, raw=cython.p_uchar, start=Py_ssize_t,
                    entry=PacketOffload)

@@ -171,7 +171,8 @@ class GroNode:
         skb.age = self.jiffies
         skb.payload_len = gro_len = skb.end - skb.off    # skb_gro_len
         skb.gso_size = gro_len                       # dev_gro_receive: gso_size = skb_gro_len
-        skb.merged = []
+        skb.next_merged = None                   # nothing merged behind it yet
+        skb.last_merged = None
         skb.length = skb.end - skb.start - skb.l2_len   # p->len: from the network header
         skb.ip_fixedid = 0
         skb.flag_or = 0
@@ -217,7 +218,14 @@ class GroNode:
             if refusal is not None:
                 return refusal
         skb.payload_len = length                 # its payload: the last length bytes of its frame
-        p.merged.append(skb)
+        # chained behind the last one (NAPI_GRO_CB(p)->last): no list per aggregate, and
+        # no call (the interpreter's calls cost more than these lines)
+        last = p.last_merged
+        if last is None:
+            p.next_merged = skb
+        else:
+            last.next_merged = skb
+        p.last_merged = skb
         p.count += skb.count
         p.length += length
         p.payload_len += length
@@ -235,7 +243,12 @@ class GroNode:
             return "flist_max_size"
         length = skb.end - skb.off
         skb.payload_len = length
-        p.merged.append(skb)
+        last = p.last_merged                     # chained as merge() does
+        if last is None:
+            p.next_merged = skb
+        else:
+            last.next_merged = skb
+        p.last_merged = skb
         p.count += 1
         p.length += length
         p.payload_len += length

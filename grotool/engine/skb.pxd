@@ -44,7 +44,8 @@ cdef class Skb:
     cdef public Py_ssize_t payload_len
     cdef public Py_ssize_t gso_size
     cdef public long long age
-    cdef public list merged
+    cdef public Skb next_merged
+    cdef public Skb last_merged
     cdef public long long flag_or
     cdef public int encapsulation
 
@@ -81,9 +82,11 @@ cpdef _fill(Delivery delivery, long long ts, bytes data, Py_ssize_t segs, str re
             Py_ssize_t gso_size, tuple gso_type, Py_ssize_t payload, Py_ssize_t queue, Py_ssize_t poll,
             str layer, Py_ssize_t l2_len, Py_ssize_t header_len, Py_ssize_t first_len, tuple merged_lens,
             bint fraglist, Py_ssize_t interface, object delivered_ns)
-@cython.locals(merged=list)
+@cython.locals(s=Skb, out=list)
+cpdef list merged_segments(Skb head)
+@cython.locals(s=Skb, indices=list)
 cpdef tuple segment_indices(Skb head)
-@cython.locals(merged=list)
+@cython.locals(s=Skb, lens=list)
 cpdef tuple merged_payload_lens(Skb head)
 @cython.locals(delivery=Delivery, data=bytes)
 cpdef Delivery new_delivery(Skb skb, str reason, bytes key, Py_ssize_t payload, Py_ssize_t queue, Py_ssize_t poll,
@@ -111,12 +114,12 @@ cdef inline bint _same(const unsigned char *a, const unsigned char *b, Py_ssize_
 cpdef bint key_matches(bytes key, Skb skb)
 @cython.locals(head=Py_ssize_t)
 cpdef bytes settled_key(Skb skb)
-@cython.locals(first=bytes, merged=list, s=Skb, i=Py_ssize_t, total=Py_ssize_t, out=bytes)
+@cython.locals(first=bytes, s=Skb, total=Py_ssize_t, out=bytes)
 cpdef bytes _join_super_packet(bytearray header, Skb p)
-@cython.locals(merged=list, s=Skb, i=Py_ssize_t, n=Py_ssize_t, total=Py_ssize_t, header_len=Py_ssize_t,
+@cython.locals(s=Skb, n=Py_ssize_t, total=Py_ssize_t, header_len=Py_ssize_t,
                end=Py_ssize_t)
 cdef Py_ssize_t _super_packet_length(bytearray header, Skb p) except? -2
-@cython.locals(merged=list, s=Skb, i=Py_ssize_t, n=Py_ssize_t, at=Py_ssize_t, src=cython.p_uchar)
+@cython.locals(s=Skb, n=Py_ssize_t, at=Py_ssize_t, src=cython.p_uchar)
 cdef void _copy_super_packet(bytearray header, Skb p, unsigned char *dst) noexcept
 @cython.locals(n=Py_ssize_t, data=bytes, p=Skb, src=cython.p_uchar)
 cdef bint copy_frame(Delivery delivery, unsigned char *dst) except -1

@@ -37,7 +37,9 @@ FRAMES_IN_PLACE = cython.compiled
 
 
 # Neither an skb nor a delivery can be part of a reference cycle: their fields
-# hold bytes, strings, integers and lists or tuples of those, never each other.
+# hold bytes, strings, integers and lists or tuples of those, and an skb the
+# segments merged behind it (a chain that ends: a segment is merged once, into
+# a head that is never merged itself), a delivery its head.
 # The compiled build leaves them out of the cycle collector (no tracking when
 # made and freed, nothing for a collection to walk), and keeps freed ones for
 # reuse (no allocator call per frame).
@@ -88,8 +90,10 @@ class Skb:
         "payload_len",   # skb_gro_len(p): L4 payload bytes accumulated; a merged segment: its own
         "gso_size",      # the first segment's payload length (mss)
         "age",           # jiffies when held
-        "merged",        # the merged segments' skbs, in order (each frame's payload is its
-                         # last payload_len bytes, as merge() counted them)
+        "next_merged",   # the chain of merged segments, in order: a head's first one, a segment's
+                         # next (skb_shinfo(p)->frag_list, then skb->next); each frame's payload
+                         # is its last payload_len bytes, as merge() counted them
+        "last_merged",   # a head's last merged segment (NAPI_GRO_CB(p)->last), None before the first
         "flag_or",       # TCP FIN|PSH bits gathered from merged segments
         "encapsulation", # skb->encapsulation during completion: the L4 complete reads network_offsets[it]
     )
@@ -193,7 +197,8 @@ def _init_skb(skb, data, start, end, ts, index, l2_len, hash_, protocol, key) ->
     skb.payload_len = 0
     skb.gso_size = 0
     skb.age = 0
-    skb.merged = None
+    skb.next_merged = None
+    skb.last_merged = None
 
 
 def new_skb(data, start, end, ts, index, l2_len, protocol, key) -> Skb:
@@ -321,20 +326,36 @@ _NOT_COMPARED = ("_data", "_head", "_header")
 _NOT_SHOWN = ("_head", "_header")
 
 
+def merged_segments(head) -> list:
+    """The segments merged behind head, in order."""
+    out = []
+    s = head.next_merged
+    while s is not None:
+        out.append(s)
+        s = s.next_merged
+    return out
+
+
 def segment_indices(head) -> Tuple[int, ...]:
     """The capture indices of an aggregate (or a lone skb), head first."""
-    merged = head.merged
-    if not merged:
+    s = head.next_merged
+    if s is None:
         return (head.index,)
-    return (head.index,) + tuple([s.index for s in merged])
+    indices = [head.index]
+    while s is not None:
+        indices.append(s.index)
+        s = s.next_merged
+    return tuple(indices)
 
 
 def merged_payload_lens(head) -> Tuple[int, ...]:
     """The payload bytes of each segment merged behind the head."""
-    merged = head.merged
-    if not merged:
-        return ()
-    return tuple([s.payload_len for s in merged])
+    lens = []
+    s = head.next_merged
+    while s is not None:
+        lens.append(s.payload_len)
+        s = s.next_merged
+    return tuple(lens)
 
 
 def _fill(delivery, ts, data, segs, reason, indices, key, gso_size, gso_type, payload, queue, poll, layer,
@@ -611,11 +632,11 @@ def _join_super_packet(header, p) -> bytes:
             _copy_super_packet(header, p, out)
             return out
     first = p.data
-    merged = p.merged
     parts = [header, first[p.start:p.end][p.off - p.start:]]      # Python slices: in bounds whatever the lengths
-    for i in range(len(merged)):
-        s = merged[i]
+    s = p.next_merged
+    while s is not None:
         parts.append(s.data[s.start:s.end][s.end - s.start - s.payload_len:])
+        s = s.next_merged
     return b"".join(parts)
 
 
@@ -627,13 +648,13 @@ def _super_packet_length(header, p) -> int:
     total = len(header) + end - header_len
     if not 0 <= header_len <= end <= len(p.data):
         return -1
-    merged = p.merged
-    for i in range(len(merged)):
-        s = merged[i]
+    s = p.next_merged
+    while s is not None:
         n = s.payload_len
         if not (0 <= n <= s.end - s.start and s.end <= len(s.data)):
             return -1
         total += n
+        s = s.next_merged
     return total
 
 
@@ -645,13 +666,13 @@ def _copy_super_packet(header, p, dst) -> None:
     src = p.data
     memcpy(dst + at, src + p.off, p.end - p.off)
     at += p.end - p.off
-    merged = p.merged
-    for i in range(len(merged)):
-        s = merged[i]
+    s = p.next_merged
+    while s is not None:
         n = s.payload_len
         src = s.data
         memcpy(dst + at, src + s.end - n, n)
         at += n
+        s = s.next_merged
 
 
 def copy_frame(delivery, dst) -> bool:

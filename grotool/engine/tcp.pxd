@@ -3,7 +3,7 @@
 # are read as C values instead of Python objects.  No rule lives here.
 cimport cython
 from libc.string cimport memcmp
-from grotool.engine.skb cimport Skb, Stats, defer_key, extend_key, settled_key
+from grotool.engine.skb cimport Skb, Stats, defer_key, extend_key, merged_segments, settled_key
 from grotool.engine.gro cimport Bucket, GroNode
 from grotool.engine.network cimport inet_gro_flush, ipv6_gro_flush, network_flush
 from grotool.engine.csum cimport seed, sum16_range

@@ -14,7 +14,7 @@ else:
 from . import csum
 from .csum import seed, sum16_range
 from .network import inet_gro_flush, ipv6_gro_flush, network_flush
-from .skb import defer_key, extend_key, settled_key
+from .skb import defer_key, extend_key, merged_segments, settled_key
 
 # tcp_flag_word() bits: data offset, reserved/AE, flags, window
 TCP_FLAG_CWR = 0x00800000
@@ -452,7 +452,7 @@ def full_l4_checksum(p, header, thoff: int, check_at: int, pseudo_sum: int) -> i
     header[thoff + check_at + 1] = 0
     total = pseudo_sum + csum.sum16(memoryview(header)[thoff:])
     # the payload follows the (possibly odd-length) header; sum it in place
-    merged = [s.data[s.end - s.payload_len:s.end] for s in p.merged]
+    merged = [s.data[s.end - s.payload_len:s.end] for s in merged_segments(p)]
     payload = b"".join([memoryview(p.data)[p.off:p.end], *merged])
     if (len(header) - thoff) & 1:
         total += csum.sum16(b"\x00" + payload)
