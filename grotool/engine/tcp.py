@@ -368,7 +368,9 @@ def tcp_gro_receive(bucket, skb, gro, thlen):
             reason = _flag_diff_reason(flags, diff)
         elif ack != ack2:
             reason = "tcp_ack_changed"
-        elif thlen > 20 and not same_bytes(data, off + 20, d2, th2 + 20, thlen - 20):
+        elif thlen > 20 and not (same_bytes(data, off + 20, d2, th2 + 20, thlen - 20) if cython.compiled
+                                 else data[off + 20:off + thlen] == d2[th2 + 20:th2 + thlen]):
+            # the options differ (the interpreter compares slices here: a call costs it more)
             reason = _options_reason(data, off + 20, d2, th2 + 20, thlen - 20)
         else:
             # gro_receive_network_flush: outer header, then inner if encapsulated
