@@ -4,6 +4,7 @@ from grotool.engine.link cimport LinkLayer
 from grotool.engine.napi cimport NicDevice, VethDevice
 from grotool.engine.skb cimport Stats
 
+@cython.final
 cdef class Engine:
     cdef dict __dict__
     cdef public object settings, device, _device_feed, _event_sink

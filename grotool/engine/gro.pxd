@@ -10,6 +10,7 @@ cdef int GRO_HASH_BUCKETS, MAX_GRO_SKBS, GRO_LEGACY_MAX_SIZE
 cdef dict PACKET_OFFLOADS
 from grotool.engine.offloads cimport PacketOffload, packet_offload
 
+@cython.final
 cdef class Bucket:
     cdef public list held
     @cython.locals(p=Skb)
@@ -19,6 +20,7 @@ cdef class Bucket:
     @cython.locals(held=list, i=Py_ssize_t)
     cpdef remove(self, Skb p)
 
+@cython.final
 cdef class GroNode:
     cdef dict __dict__
     cdef public object settings, host, events, _deliver

@@ -2,6 +2,7 @@
 cimport cython
 from grotool.engine.skb cimport Skb, new_skb
 
+@cython.final
 cdef class LinkLayer:
     cdef public int linktype
     cdef public int kind

@@ -12,6 +12,7 @@ cpdef long long jiffies_at(long long now, long hz) noexcept
 cpdef receive_batch(GroNode gro, list skbs, primer)
 cpdef budget_exhausted(GroNode gro, long hz)
 
+@cython.final
 cdef class VethDevice:
     cdef dict __dict__
     cdef public object settings, primer
@@ -22,6 +23,7 @@ cdef class VethDevice:
     cdef public Py_ssize_t budget
     cpdef feed(self, Skb skb)
 
+@cython.final
 cdef class _Queue:
     cdef public Py_ssize_t index
     cdef public GroNode gro
@@ -32,6 +34,7 @@ cdef class _Queue:
     cdef public Py_ssize_t work
     cdef public bint timer_poll
 
+@cython.final
 cdef class NicDevice:
     cdef dict __dict__
     cdef public object settings, primer, single_queue, _to_stack

@@ -13,6 +13,7 @@ cpdef bytes _flat_table(key, Py_ssize_t bits, Py_ssize_t nbytes)
 @cython.locals(result=cython.uint, entry=cython.uint, pos=Py_ssize_t, row=list, raw="const unsigned char *")
 cpdef unsigned int _hash_by_tables(list tables, bytes tuple_bytes)
 
+@cython.final
 cdef class Toeplitz:
     cdef public bytes _key_bytes
     cdef public object _key

@@ -7,6 +7,7 @@ cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.string cimport memcpy
 
+@cython.final
 cdef class Skb:
     cdef public bytes data
     cdef public Py_ssize_t start
@@ -49,6 +50,7 @@ cdef class Skb:
     cdef public long long flag_or
     cdef public int encapsulation
 
+@cython.final
 cdef class Delivery:
     cdef public long long ts
     cdef bytes _data
@@ -73,6 +75,7 @@ cdef class Delivery:
     cdef public Py_ssize_t interface
     cdef public object delivered_ns
 
+@cython.final
 cdef class Stats:
     cdef public long long frames, csum_offloaded, csum_verified, csum_bad, ip_csum_bad
     cdef public long long polls, irqs, timer_polls, normal_batches, tcp_fraglist_assumed, outgoing

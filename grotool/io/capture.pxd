@@ -44,6 +44,7 @@ cdef void _put_le32(unsigned char *out, unsigned long long value) noexcept
 
 cpdef bytearray _write_buffer(Py_ssize_t size)
 
+@cython.final
 cdef class PcapWriter:
     cdef public object path, _out, _pack
     cdef public Py_ssize_t packets, _pending_bytes

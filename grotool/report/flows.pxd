@@ -9,6 +9,7 @@ cdef tuple _flow(src, dst, proto, fragment, sport, dport, vlans, ethertype, prob
 @cython.locals(w=_Walk, family=long, l3=Py_ssize_t)
 cpdef tuple _describe(linktype, data, vxlan, geneve, _Walk walk=*)
 
+@cython.final
 cdef class FlowNamer:
     cdef public object linktype, vxlan_ports, geneve_ports
     cdef public dict _cache

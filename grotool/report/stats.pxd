@@ -17,6 +17,7 @@ cdef class ReasonTally:
     cdef public str reason
     cdef public Py_ssize_t packets
 
+@cython.final
 cdef class FlowStats:
     cdef public object flow, interface, layout
     cdef public dict layers
@@ -31,6 +32,7 @@ cdef class FlowStats:
 @cython.locals(fs=FlowStats)
 cdef FlowStats _new_flow_stats(flow, interface)
 
+@cython.final
 cdef class StatsCollector:
     cdef dict __dict__
     cdef public object linktype, namer, interfaces, layout, layers
