@@ -18,6 +18,7 @@ from scapy.packet import Raw
 import framebuild as F
 import tunnel_frames as T
 from grotool.engine import Engine, Settings
+from grotool.engine.events import EventRecorder
 from grotool.engine.gro import GroNode
 
 VETH = Settings(device="veth")
@@ -63,13 +64,16 @@ def tcp(i: int, **kw) -> bytes:
 
 
 # -- engine with events off --------------------------------------------------------------
-def test_events_off_leaves_the_gro_methods_alone():
+def test_events_attach_a_recorder_and_shadow_no_method():
+    # the node tells its recorder of each receive, complete and normal (GroNode.events):
+    # no method is replaced on the instance, with or without events
     engine = Engine(1, VETH)
     gro = engine.device.gro
     assert gro.events is None
-    assert "receive" not in vars(gro) and "complete" not in vars(gro) and "normal" not in vars(gro)
     on = Engine(1, VETH, events=True)
-    assert on.device.gro.events is not None and on.device.gro.receive.__name__ == "recording_receive"
+    assert isinstance(on.device.gro.events, EventRecorder) and not on.device.gro.events.receiving
+    for node in (gro, on.device.gro):
+        assert "receive" not in vars(node) and "complete" not in vars(node) and "normal" not in vars(node)
     assert GroNode.receive.__name__ == "receive"
 
 

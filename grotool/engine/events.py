@@ -2,9 +2,8 @@
 completed aggregate, as plain data (sans-IO; nothing is printed here).
 
 Off by default.  ``Engine(..., events=sink)`` attaches an ``EventRecorder`` to
-every GroNode: it shadows the node's ``receive``, ``complete`` and ``normal``
-methods with recording wrappers on that instance only, so an engine without
-events runs exactly the code it ran before, with no extra test per packet.
+every GroNode: the node's ``receive``, ``complete`` and ``normal`` tell it of
+each call (GroNode.events; without events, one test per call).
 Evidence strings are derived after the decision, from the two packets'
 headers (evidence.py).
 """
@@ -89,92 +88,93 @@ def _layer(p, reason: str) -> str:
 
 
 class EventRecorder:
-    """Records one GroNode's decisions into ``sink`` (a callable taking an Event)."""
+    """Records one GroNode's decisions into ``sink`` (a callable taking an Event).
+    The node tells it of each receive, complete and normal call (GroNode.events)."""
 
     def __init__(self, sink: Callable[[Event], None], interface: int = 0):
         self.sink = sink
         self.interface = interface
+        self.receiving = False          # inside record_receive: the node's receive runs its rules
+        self._skb = None                # the frame being received, while it is
+        self._completed: List = []      # (p, event) of the aggregates it completed
+        self._sent: Optional[str] = None   # the reason it went up alone, if it did
 
     def attach(self, gro) -> None:
         gro.events = self
-        receive, complete, normal = gro.receive, gro.complete, gro.normal
+
+    def record_complete(self, gro, p, reason: str) -> None:
+        """Before gro.complete(p, reason): the completion event (a tunnel's
+        completion rewrites encap_mark)."""
+        skb = self._skb
+        frames = tuple(i + 1 for i in segment_indices(p))
+        layer = _layer(p, reason)
+        if reason == "bucket_full_evict_oldest":
+            outcome, cause, why = "evicted", skb.index + 1, flush_evidence(reason, p, gro)
+        elif skb is not None:
+            outcome, cause = "completed_held", skb.index + 1
+            why = evidence(reason, p, skb, gro, layer)
+        else:
+            outcome, cause, why = "flushed", None, flush_evidence(reason, p, gro)
+        event = Event("completion", p.index + 1, p.ts, outcome, reason, _function(reason), why, layer,
+                      gro.queue, gro.poll, p.hash & (GRO_HASH_BUCKETS - 1), None, 0, frames, p.count,
+                      cause, self.interface, p.key, p.data,
+                      version_row(reason, p, skb, gro, layer) if outcome == "completed_held" else "")
+        if skb is not None:
+            self._completed.append((p, event))
+        else:
+            self.sink(event)
+
+    def record_normal(self, reason: str) -> None:
+        """Before gro.normal(skb, reason)."""
+        self._sent = reason
+
+    def record_receive(self, gro, skb) -> None:
+        """gro.receive(skb), and the frame's event with the completions it caused."""
+        # the frame gets its own bytes first: the evidence reads the arriving
+        # frame and the held packet's at the same header offsets
+        rebase(skb)
+        self._skb = skb
+        self._sent = None
+        completed: List = []
+        self._completed = completed
+        self.receiving = True
+        try:
+            gro.receive(skb)
+        finally:
+            self.receiving = False
+            self._skb = None
+        compared = next((p for p, e in completed if e.outcome == "completed_held"), None)
+        sent = self._sent
+        bucket = skb.hash & (GRO_HASH_BUCKETS - 1)
+        key = settled_key(skb) if skb.l4_off else b""
+        if skb.same_flow:
+            outcome = "merged"
+            if compared is None:
+                compared = gro.buckets[bucket].find(skb.hash, key)
+            reason = compared.flush if compared is not None and compared.flush and \
+                any(p is compared for p, _ in completed) else None
+            held_segs = compared.count - skb.count if compared is not None else 0
+        else:
+            outcome = "sent_up" if sent is not None else "held"
+            reason = sent if sent is not None else (compared.flush if compared is not None else None)
+            if compared is None and sent == "udp_flist_csum_state":
+                compared = gro.buckets[bucket].find(skb.hash, settled_key(skb))   # it stays held
+            held_segs = compared.count if compared is not None else 0
+        done = next((e for p, e in completed if p is compared and e.reason == reason), None)
+        if done is not None and outcome != "sent_up":
+            # as recorded before complete() (a tunnel's completion clears encap_mark)
+            layer, why = done.layer, done.evidence
+        else:
+            layer = _layer(compared, reason) if compared is not None and reason and outcome != "sent_up" else ""
+            why = evidence(reason, compared, skb, gro, layer) if reason else ""
+        frame = skb.index + 1
         sink = self.sink
-        interface = self.interface
-        state = {"skb": None, "completed": [], "sent": None}
-
-        def recording_complete(p, reason):
-            skb = state["skb"]
-            frames = tuple(i + 1 for i in segment_indices(p))
-            layer = _layer(p, reason)
-            if reason == "bucket_full_evict_oldest":
-                outcome, cause, why = "evicted", skb.index + 1, flush_evidence(reason, p, gro)
-            elif skb is not None:
-                outcome, cause = "completed_held", skb.index + 1
-                why = evidence(reason, p, skb, gro, layer)
-            else:
-                outcome, cause, why = "flushed", None, flush_evidence(reason, p, gro)
-            # before complete(): a tunnel's completion rewrites encap_mark
-            event = Event("completion", p.index + 1, p.ts, outcome, reason, _function(reason), why, layer,
-                          gro.queue, gro.poll, p.hash & (GRO_HASH_BUCKETS - 1), None, 0, frames, p.count,
-                          cause, interface, p.key, p.data,
-                          version_row(reason, p, skb, gro, layer) if outcome == "completed_held" else "")
-            if skb is not None:
-                state["completed"].append((p, event))
-            else:
-                sink(event)
-            complete(p, reason)
-
-        def recording_normal(skb, reason):
-            state["sent"] = reason
-            normal(skb, reason)
-
-        def recording_receive(skb):
-            # the frame gets its own bytes first: the evidence reads the arriving
-            # frame and the held packet's at the same header offsets
-            rebase(skb)
-            state["skb"] = skb
-            state["sent"] = None
-            completed: List = []
-            state["completed"] = completed
-            try:
-                receive(skb)
-            finally:
-                state["skb"] = None
-            compared = next((p for p, e in completed if e.outcome == "completed_held"), None)
-            sent = state["sent"]
-            bucket = skb.hash & (GRO_HASH_BUCKETS - 1)
-            key = settled_key(skb) if skb.l4_off else b""
-            if skb.same_flow:
-                outcome = "merged"
-                if compared is None:
-                    compared = gro.buckets[bucket].find(skb.hash, key)
-                reason = compared.flush if compared is not None and compared.flush and \
-                    any(p is compared for p, _ in completed) else None
-                held_segs = compared.count - skb.count if compared is not None else 0
-            else:
-                outcome = "sent_up" if sent is not None else "held"
-                reason = sent if sent is not None else (compared.flush if compared is not None else None)
-                if compared is None and sent == "udp_flist_csum_state":
-                    compared = gro.buckets[bucket].find(skb.hash, settled_key(skb))   # it stays held
-                held_segs = compared.count if compared is not None else 0
-            done = next((e for p, e in completed if p is compared and e.reason == reason), None)
-            if done is not None and outcome != "sent_up":
-                # as recorded before complete() (a tunnel's completion clears encap_mark)
-                layer, why = done.layer, done.evidence
-            else:
-                layer = _layer(compared, reason) if compared is not None and reason and outcome != "sent_up" else ""
-                why = evidence(reason, compared, skb, gro, layer) if reason else ""
-            frame = skb.index + 1
-            sink(Event("frame", frame, skb.ts, outcome, reason, _function(reason), why, layer, gro.queue,
-                       gro.poll, bucket, compared.index + 1 if compared is not None else None, held_segs,
-                       (frame,) if sent is not None else (), 1 if sent is not None else 0, None, interface,
-                       key, skb.data, version_row(reason, compared, skb, gro, layer)))
-            for _, e in completed:
-                sink(e)
-
-        gro.receive = recording_receive
-        gro.complete = recording_complete
-        gro.normal = recording_normal
+        sink(Event("frame", frame, skb.ts, outcome, reason, _function(reason), why, layer, gro.queue,
+                   gro.poll, bucket, compared.index + 1 if compared is not None else None, held_segs,
+                   (frame,) if sent is not None else (), 1 if sent is not None else 0, None, self.interface,
+                   key, skb.data, version_row(reason, compared, skb, gro, layer)))
+        for _, e in completed:
+            sink(e)
 
 
 def outside_gro_event(index: int, ts: int, data: bytes, reason: str, interface: int = 0) -> Event:

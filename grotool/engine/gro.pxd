@@ -1,7 +1,5 @@
 # Cython declarations for gro.py (compiled build only): the GRO core's state
-# as typed C fields and its methods as C-callable methods.  GroNode keeps an
-# instance dict: decision events (events.py) shadow receive/complete/normal
-# on one instance.  No rule lives here.
+# as typed C fields and its methods as C-callable methods.  No rule lives here.
 cimport cython
 from cpython.bytearray cimport PyByteArray_FromStringAndSize
 from grotool.engine.skb cimport Delivery, Skb, Stats, key_matches, new_delivery, new_super_packet

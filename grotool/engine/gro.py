@@ -79,8 +79,8 @@ class GroNode:
         self.rx_count = 0
         self.queue = queue
         self.poll = 0
-        # decision events: None, or the EventRecorder (events.py) that shadows
-        # receive/complete/normal on this instance; the methods never test it
+        # decision events: None, or the EventRecorder (events.py) that receive,
+        # complete and normal tell of each call (one test per call when None)
         self.events = None
         self._deliver = deliver
         self._batch = settings.gro_normal_batch
@@ -133,6 +133,10 @@ class GroNode:
     # -- dev_gro_receive --------------------------------------------------------
     def receive(self, skb: Skb) -> None:
         """dev_gro_receive + gro_skb_finish for one received frame."""
+        events = self.events
+        if events is not None and not events.receiving:
+            events.record_receive(self, skb)         # calls receive() again, inside the record
+            return
         if not self.gro_enabled:
             # netif_elide_gro: GRO off on the device
             self.normal(skb, "gro_disabled")
@@ -258,6 +262,8 @@ class GroNode:
     # -- completion and delivery ------------------------------------------------
     def complete(self, p: Skb, reason: str) -> None:
         """gro_complete: rebuild the super-packet and queue it for delivery."""
+        if self.events is not None:
+            self.events.record_complete(self, p, reason)     # before: completion rewrites p
         layer = p.flush_layer if p.encap_mark and reason == p.flush else ""
         if p.count == 1:
             # a lone held packet goes up unchanged
@@ -285,6 +291,8 @@ class GroNode:
 
     def normal(self, skb: Skb, reason: str) -> None:
         """GRO_NORMAL: the received frame goes up alone and unchanged."""
+        if self.events is not None:
+            self.events.record_normal(reason)
         # the key is a full flow identity, and skb.off the payload start, only once TCP has parsed it
         parsed = bool(skb.l4_off)
         self.normal_one(new_delivery(skb, reason, skb.key if parsed else b"",
