@@ -167,8 +167,17 @@ def test_ip_header_ok_is_a_zero_ones_complement_sum():
         data = rng.randbytes(rng.randrange(20, 64))
         off = rng.randrange(0, len(data) - 19)
         assert csum.ip_header_ok(data, off) is (ones_sum(data[off:off + 20]) % 0xFFFF == 0)
-        checked += 1
-    assert checked == 2016
+        # the same header made valid (its checksum field set), then one bit flipped:
+        # the compiled build sums native 32-bit words, which must agree either way
+        valid = bytearray(data)
+        valid[off + 10:off + 12] = b"\0\0"
+        valid[off + 10:off + 12] = struct.pack("!H", csum.complement(ones_sum(bytes(valid[off:off + 20]))))
+        assert csum.ip_header_ok(bytes(valid), off) is True
+        bit = rng.randrange(160)
+        valid[off + bit // 8] ^= 0x80 >> (bit % 8)
+        assert csum.ip_header_ok(bytes(valid), off) is False
+        checked += 3
+    assert checked == 6016
 
 
 def test_word32_and_same_bytes_read_what_slicing_reads():
