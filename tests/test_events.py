@@ -77,6 +77,24 @@ def test_events_attach_a_recorder_and_shadow_no_method():
     assert GroNode.receive.__name__ == "receive"
 
 
+def test_each_queue_records_its_own_node():
+    # nic with four RX queues: each GRO node has a recorder of its own, and the
+    # interleaved flows' frames and aggregates are told apart (run() checks every
+    # frame has one event and the delivered events are the deliveries)
+    settings = Settings(rx_queues=4, rx_usecs=50)
+    frames = [tcp(i // 8, sport=40000 + i % 8, ip_id=i // 8) for i in range(32)]
+    out, events = run(frames, settings)
+    engine = Engine(1, settings, events=True)
+    recorders = [q.gro.events for q in engine.device.queues]
+    assert all(isinstance(r, EventRecorder) for r in recorders) and len({id(r) for r in recorders}) == 4
+    queues = {e.queue for e in events}
+    assert len(queues) > 1
+    merged = Counter(e.outcome for e in events if e.kind == "frame")
+    assert merged == {"held": 8, "merged": 24}
+    assert sorted(len(e.frames) for e in completions(events)) == [4] * 8
+    assert [len(d.indices) for d in out] == [4] * 8
+
+
 def test_sink_callable_receives_events_in_order():
     got = []
     engine = Engine(1, VETH, events=got.append)

@@ -77,9 +77,9 @@ class Engine:
             # them does not even compile it
             from .events import EventRecorder
 
-            recorder = EventRecorder(self._event_sink, interface)
+            # a recorder per GRO node: each holds the state of its node's receive
             for gro in ([device.gro] if hasattr(device, "gro") else [q.gro for q in device.queues]):
-                recorder.attach(gro)
+                EventRecorder(self._event_sink, interface).attach(gro)
         if linktype in COOKED_LINKTYPES and self.settings.outgoing == "pass":
             # the frame says its direction: fed as (ts, data, index), screened, then made
             return device, None, self._screening(interface, linktype, link, device.feed)
