@@ -49,14 +49,17 @@ class _WrittenOverFields:
 
     __slots__ = ()
 
+    def _frozen(self, name: str) -> bool:
+        # frozen=True's guard: nothing is set on the dataclass itself, no field on a subclass
+        return "__dataclass_fields__" in type(self).__dict__ or name in type(self).__dataclass_fields__
+
     def __setattr__(self, name, value):
-        # frozen=True's guard: nothing is assigned on the dataclass itself, no field on a subclass
-        if "__dataclass_fields__" in type(self).__dict__ or name in type(self).__dataclass_fields__:
+        if self._frozen(name):
             raise FrozenInstanceError(f"cannot assign to field {name!r}")
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name):
-        if "__dataclass_fields__" in type(self).__dict__ or name in type(self).__dataclass_fields__:
+        if self._frozen(name):
             raise FrozenInstanceError(f"cannot delete field {name!r}")
         object.__delattr__(self, name)
 

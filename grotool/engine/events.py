@@ -94,13 +94,17 @@ class EventRecorder:
     def __init__(self, sink: Callable[[Event], None], interface: int = 0):
         self.sink = sink
         self.interface = interface
-        self.receiving = False          # inside record_receive: the node's receive runs its rules
         self._skb = None                # the frame being received, while it is
         self._completed: List = []      # (p, event) of the aggregates it completed
         self._sent: Optional[str] = None   # the reason it went up alone, if it did
 
     def attach(self, gro) -> None:
         gro.events = self
+
+    @property
+    def receiving(self) -> bool:
+        """Inside record_receive: the node's receive runs its rules."""
+        return self._skb is not None
 
     def record_complete(self, gro, p, reason: str) -> None:
         """Before gro.complete(p, reason): the completion event (a tunnel's
@@ -137,11 +141,9 @@ class EventRecorder:
         self._sent = None
         completed: List = []
         self._completed = completed
-        self.receiving = True
         try:
             gro.receive(skb)
         finally:
-            self.receiving = False
             self._skb = None
         compared = next((p for p, e in completed if e.outcome == "completed_held"), None)
         sent = self._sent

@@ -87,9 +87,9 @@ cpdef _fill(Delivery delivery, long long ts, bytes data, Py_ssize_t segs, str re
             bint fraglist, Py_ssize_t interface, object delivered_ns)
 @cython.locals(s=Skb, out=list)
 cpdef list merged_segments(Skb head)
-@cython.locals(s=Skb, indices=list)
+@cython.locals(s=Skb)
 cpdef tuple segment_indices(Skb head)
-@cython.locals(s=Skb, lens=list)
+@cython.locals(s=Skb)
 cpdef tuple merged_payload_lens(Skb head)
 @cython.locals(delivery=Delivery, data=bytes)
 cpdef Delivery new_delivery(Skb skb, str reason, bytes key, Py_ssize_t payload, Py_ssize_t queue, Py_ssize_t poll,

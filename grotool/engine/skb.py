@@ -238,8 +238,8 @@ class Delivery:
     __slots__ = (
         "ts",            # first segment's capture timestamp (ns)
         "_data",         # the frame as delivered (link header included), once known: the data property
-        "_head",         # the engine's delivery: the skb it came from (a super-packet's head, whose
-                         # merged list holds its segments); data, indices and merged_lens are read
+        "_head",         # the engine's delivery: the skb it came from (a super-packet's head, its
+                         # segments chained behind it); data, indices and merged_lens are read
                          # from it when first asked for
         "_header",       # a super-packet's rebuilt header until data is first read
         "frame_len",     # len(data), known without building it
@@ -338,24 +338,14 @@ def merged_segments(head) -> list:
 
 def segment_indices(head) -> Tuple[int, ...]:
     """The capture indices of an aggregate (or a lone skb), head first."""
-    s = head.next_merged
-    if s is None:
+    if head.next_merged is None:
         return (head.index,)
-    indices = [head.index]
-    while s is not None:
-        indices.append(s.index)
-        s = s.next_merged
-    return tuple(indices)
+    return (head.index,) + tuple([s.index for s in merged_segments(head)])
 
 
 def merged_payload_lens(head) -> Tuple[int, ...]:
     """The payload bytes of each segment merged behind the head."""
-    lens = []
-    s = head.next_merged
-    while s is not None:
-        lens.append(s.payload_len)
-        s = s.next_merged
-    return tuple(lens)
+    return tuple([s.payload_len for s in merged_segments(head)])
 
 
 def _fill(delivery, ts, data, segs, reason, indices, key, gso_size, gso_type, payload, queue, poll, layer,
