@@ -25,7 +25,7 @@ cdef class Toeplitz:
     cpdef hash(self, bytes tuple_bytes)
     @cython.locals(first=Py_ssize_t, first_len=Py_ssize_t, second=Py_ssize_t, second_len=Py_ssize_t,
                    flat="const unsigned char *", words="const unsigned int *", raw="const unsigned char *",
-                   result=cython.uint, pos=Py_ssize_t)
+                   result=cython.uint, pos=Py_ssize_t, at=Py_ssize_t, row=Py_ssize_t)
     cpdef unsigned int flow_hash(self, bytes data, Py_ssize_t off, int protocol, Py_ssize_t end=*)
     @cython.locals(j=int, tables=list, row=list)
     cpdef list _tables(self, Py_ssize_t nbytes)

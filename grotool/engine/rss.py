@@ -83,10 +83,16 @@ class Toeplitz:
                 words = cython.cast(cython.p_uint, flat)
                 raw = data
                 result = 0
-                for pos in range(first_len):
-                    result ^= words[(pos << 8) | raw[first + pos]]
-                for pos in range(second_len):
-                    result ^= words[((first_len + pos) << 8) | raw[second + pos]]
+                # four bytes a step (input_ranges' lengths are 8 or 32, then 4 or 0)
+                for pos in range(0, first_len, 4):
+                    at = first + pos
+                    row = pos << 8
+                    result ^= (words[row | raw[at]] ^ words[(row + 256) | raw[at + 1]]
+                               ^ words[(row + 512) | raw[at + 2]] ^ words[(row + 768) | raw[at + 3]])
+                if second_len:
+                    row = first_len << 8
+                    result ^= (words[row | raw[second]] ^ words[(row + 256) | raw[second + 1]]
+                               ^ words[(row + 512) | raw[second + 2]] ^ words[(row + 768) | raw[second + 3]])
                 return result
         tup = hash_input(data, off, protocol, end)
         if not tup:
