@@ -3,7 +3,7 @@ cimport cython
 
 @cython.locals(raw=cython.p_uchar, n=Py_ssize_t, ihl=Py_ssize_t, proto=int, pos=Py_ssize_t, nexthdr=int)
 cpdef (Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t) input_ranges(bytes data, Py_ssize_t off, int protocol,
-                                                                    Py_ssize_t end)
+                                                                    Py_ssize_t end) noexcept
 @cython.locals(first=Py_ssize_t, first_len=Py_ssize_t, second=Py_ssize_t, second_len=Py_ssize_t, end=Py_ssize_t)
 cpdef bytes hash_input(bytes data, Py_ssize_t off, int protocol, Py_ssize_t end=*)
 cpdef list _byte_windows(key, Py_ssize_t shift, Py_ssize_t pos)
@@ -26,6 +26,6 @@ cdef class Toeplitz:
     @cython.locals(first=Py_ssize_t, first_len=Py_ssize_t, second=Py_ssize_t, second_len=Py_ssize_t,
                    flat="const unsigned char *", words="const unsigned int *", raw="const unsigned char *",
                    result=cython.uint, pos=Py_ssize_t, at=Py_ssize_t, row=Py_ssize_t)
-    cpdef unsigned int flow_hash(self, bytes data, Py_ssize_t off, int protocol, Py_ssize_t end=*)
+    cpdef unsigned int flow_hash(self, bytes data, Py_ssize_t off, int protocol, Py_ssize_t end=*) except? 0
     @cython.locals(j=int, tables=list, row=list)
     cpdef list _tables(self, Py_ssize_t nbytes)

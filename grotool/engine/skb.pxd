@@ -109,7 +109,7 @@ cpdef void extend_key(Skb skb, bytes data, Py_ssize_t at, Py_ssize_t n, Py_ssize
                m=Py_ssize_t, i=Py_ssize_t, k=Py_ssize_t, key=bytes, out=bytes, dst=cython.p_uchar,
                src=cython.p_uchar, bits=cython.p_uchar)
 cpdef void extend_key_masked(Skb skb, bytes data, Py_ssize_t at, bytes mask, Py_ssize_t at2, Py_ssize_t n2)
-cpdef void defer_key(Skb skb, Py_ssize_t at, Py_ssize_t n, Py_ssize_t at2=*, Py_ssize_t n2=*)
+cpdef void defer_key(Skb skb, Py_ssize_t at, Py_ssize_t n, Py_ssize_t at2=*, Py_ssize_t n2=*) noexcept
 @cython.locals(i=Py_ssize_t, wa=cython.ulonglong, wb=cython.ulonglong, ha=cython.uint, hb=cython.uint)
 cdef inline bint _same(const unsigned char *a, const unsigned char *b, Py_ssize_t n) noexcept
 @cython.locals(data=bytes, own=bytes, k=Py_ssize_t, head=Py_ssize_t, n0=Py_ssize_t, n1=Py_ssize_t,
