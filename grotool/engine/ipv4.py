@@ -105,6 +105,9 @@ class InetOffload(PacketOffload):
     __slots__ = ()
 
     def receive(self, bucket, skb, gro):
+        if cython.compiled:
+            # the GRO core's own Bucket and GroNode (GroNode.receive): passed on without a type test
+            return inet_gro_receive(cython.cast(Bucket, bucket), skb, cython.cast(GroNode, gro))
         return inet_gro_receive(bucket, skb, gro)
 
     def complete(self, gro, p, header, gso_type, nhoff) -> None:
