@@ -1,7 +1,8 @@
 """``cython.compiled`` for the engine run from source.
 
-A few byte readers have a body for each build (csum.py, tcp.py, rss.py): they
-read ``cython.compiled``.  Those modules import ``cython`` under TYPE_CHECKING,
+A few byte readers have a body for each build (csum.py, tcp.py, rss.py, and
+io/capture.py outside the engine): they read ``cython.compiled``.  Those
+modules import ``cython`` under TYPE_CHECKING,
 where only the Cython compiler reads it (it makes ``cython.compiled`` the
 constant True and drops the other branch), and take this stand-in otherwise,
 so the interpreter neither imports Cython nor needs it installed.

@@ -18,7 +18,7 @@ cdef class _PcapngRecords(_Records):
 
 cdef class _PcapRecords(_Records):
     cdef object reader, stream, name, unpack_header
-    cdef long long w0, w1, w2, w3
+    cdef bint swap
     cdef bytes buf, spare
     cdef long long fraction_ns, fraction_limit
     cdef Py_ssize_t max_caplen, file_size, pos, end, offset, spare_pos
@@ -30,8 +30,8 @@ cdef class _PcapRecords(_Records):
     cpdef cut_short(self, Py_ssize_t at, str detail)
     @cython.locals(pos=cython.Py_ssize_t, stop=cython.Py_ssize_t, at=cython.Py_ssize_t,
                    sec=cython.longlong, fraction=cython.longlong, caplen=cython.longlong,
-                   wirelen=cython.longlong, raw="const unsigned char *", w0=cython.longlong, w1=cython.longlong,
-                   w2=cython.longlong, w3=cython.longlong)
+                   wirelen=cython.longlong, raw="const unsigned char *", word0=cython.uint, word1=cython.uint,
+                   word2=cython.uint, word3=cython.uint)
     cpdef next_view(self)
     cpdef next_data(self)
 
@@ -41,6 +41,9 @@ cdef long long _PCAP_TIME_LIMIT
 cdef Py_ssize_t WRITE_COPY_BYTES
 
 cdef void _put_le32(unsigned char *out, unsigned long long value) noexcept
+@cython.locals(word=cython.uint)
+cdef inline unsigned int _native_word(const unsigned char *raw, Py_ssize_t at) noexcept
+cdef inline unsigned int _swap32(unsigned int word) noexcept
 
 cpdef bytearray _write_buffer(Py_ssize_t size)
 

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, BinaryIO, Iterator, Optional, Tuple
 
 if TYPE_CHECKING:
     import cython        # read by the Cython compiler only: PcapWriter's compiled record header
+else:
+    from ..engine._interpreted import cython
 
 from ..engine.config import TIMESTAMP_YEARS, timestamp_fits
 from ..errors import InputError
@@ -269,14 +271,14 @@ class _PcapRecords(_Records):
         self.reader = reader
         self.stream = reader._stream
         self.name = reader.name
-        # A record header is read in place by the compiled build (sixteen byte
-        # reads are C there) and by one struct call in the interpreted build
+        # A record header is read in place by the compiled build (four native
+        # word reads there) and by one struct call in the interpreted build
         # (where that is cheaper); tests/test_builds.py checks both agree.
         self.in_place = running_compiled()
         self.unpack_header = struct.Struct(reader._endian + "IIII").unpack_from
-        # the weight of each byte of a 32-bit header field, in the file's byte order
-        self.w0, self.w1, self.w2, self.w3 = (1, 1 << 8, 1 << 16, 1 << 24) if reader._endian == "<" else \
-            (1 << 24, 1 << 16, 1 << 8, 1)
+        # the compiled build reads the header's fields as native words: swapped when
+        # the file's byte order is not the machine's
+        self.swap = (reader._endian == "<") != (sys.byteorder == "little")
         self.fraction_ns = 1 if reader.nanosecond else 1000
         # a fraction at or above one second is invalid (tcpdump prints it as it is)
         self.fraction_limit = 1_000_000_000 if reader.nanosecond else 1_000_000
@@ -373,13 +375,13 @@ class _PcapRecords(_Records):
             self.done = True
             return None
         if self.in_place:
-            # the header's four 32-bit fields, read where they lie in the file's byte order
+            # the header's four 32-bit fields, read where they lie as native words
             raw = self.buf      # (a C pointer in the compiled build): 16 bytes are there
-            w0, w1, w2, w3 = self.w0, self.w1, self.w2, self.w3
-            sec = raw[pos] * w0 + raw[pos + 1] * w1 + raw[pos + 2] * w2 + raw[pos + 3] * w3
-            fraction = raw[pos + 4] * w0 + raw[pos + 5] * w1 + raw[pos + 6] * w2 + raw[pos + 7] * w3
-            caplen = raw[pos + 8] * w0 + raw[pos + 9] * w1 + raw[pos + 10] * w2 + raw[pos + 11] * w3
-            wirelen = raw[pos + 12] * w0 + raw[pos + 13] * w1 + raw[pos + 14] * w2 + raw[pos + 15] * w3
+            word0, word1 = _native_word(raw, pos), _native_word(raw, pos + 4)
+            word2, word3 = _native_word(raw, pos + 8), _native_word(raw, pos + 12)
+            if self.swap:
+                word0, word1, word2, word3 = _swap32(word0), _swap32(word1), _swap32(word2), _swap32(word3)
+            sec, fraction, caplen, wirelen = word0, word1, word2, word3
         else:
             sec, fraction, caplen, wirelen = self.unpack_header(self.buf, pos)
         if caplen > self.max_caplen:
@@ -797,6 +799,19 @@ def read_capture(path: str):
     with CaptureReader(path) as reader:
         records = list(reader)
         return reader.linktype, records
+
+
+def _native_word(raw, at: int) -> int:
+    """The four bytes at raw[at] as a 32-bit word in the machine's byte order."""
+    if cython.compiled:
+        memcpy(cython.address(word), raw + at, 4)       # one load
+        return word
+    return int.from_bytes(raw[at:at + 4], sys.byteorder)
+
+
+def _swap32(word: int) -> int:
+    """A 32-bit word with its bytes in the other order."""
+    return ((word & 0xFF) << 24) | ((word & 0xFF00) << 8) | ((word >> 8) & 0xFF00) | (word >> 24)
 
 
 def _put_le32(out, value: int) -> None:
