@@ -50,7 +50,7 @@ cdef class NicDevice:
     cdef public Py_ssize_t rx_frames, irq_frames, budget
     cdef public long hz
     cdef public long long cost
-    @cython.locals(d=Delivery, stamp=object)
+    @cython.locals(d=Delivery, stamp="long long")
     cpdef deliver(self, list batch)
     @cython.locals(q=_Queue, tup=bytes, ring=list, h="long long", ts="long long", irq_at="long long")
     cpdef feed(self, Skb skb)

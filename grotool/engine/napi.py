@@ -241,9 +241,9 @@ class NicDevice:
     def deliver(self, batch: List[Delivery]) -> None:
         """A batch GRO hands to the stack (gro_normal_list) carries the device's
         clock: Delivery.delivered_ns, once per delivery, not per frame."""
-        stamp = self.now          # one integer object for the batch
+        stamp = self.now          # (a C integer in the compiled build)
         for d in batch:
-            d.delivered_ns = stamp
+            d._delivered_ns = stamp
         self._to_stack(batch)
 
     # -- arrival ------------------------------------------------------------------

@@ -7,6 +7,8 @@ cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.string cimport memcpy
 
+cdef long long NO_CLOCK
+
 @cython.final
 cdef class Skb:
     cdef public bytes data
@@ -73,7 +75,7 @@ cdef class Delivery:
     cdef tuple _merged_lens
     cdef public bint fraglist
     cdef public Py_ssize_t interface
-    cdef public object delivered_ns
+    cdef long long _delivered_ns
 
 @cython.final
 cdef class Stats:
@@ -84,7 +86,7 @@ cdef class Stats:
 cpdef _fill(Delivery delivery, long long ts, bytes data, Py_ssize_t segs, str reason, tuple indices, bytes key,
             Py_ssize_t gso_size, tuple gso_type, Py_ssize_t payload, Py_ssize_t queue, Py_ssize_t poll,
             str layer, Py_ssize_t l2_len, Py_ssize_t header_len, Py_ssize_t first_len, tuple merged_lens,
-            bint fraglist, Py_ssize_t interface, object delivered_ns)
+            bint fraglist, Py_ssize_t interface, long long delivered_ns)
 @cython.locals(s=Skb, out=list)
 cpdef list merged_segments(Skb head)
 @cython.locals(s=Skb)

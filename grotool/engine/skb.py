@@ -34,6 +34,9 @@ def _slots_repr(cls, obj) -> str:
 # string: offsets into a large buffer are beyond the small integers Python
 # keeps ready, and every header offset it computes would be a new object.
 FRAMES_IN_PLACE = cython.compiled
+# Delivery.delivered_ns without a clock (veth, the API's own deliveries): the
+# smallest 64-bit integer, below any time the engine's clock can read
+NO_CLOCK = -(2 ** 63)
 
 
 # Neither an skb nor a delivery can be part of a reference cycle: their fields
@@ -260,7 +263,8 @@ class Delivery:
         "_merged_lens",  # payload bytes of each merged segment (a tuple): the merged_lens property
         "fraglist",      # built by skb_gro_receive_list
         "interface",     # capture interface (device) it came from
-        "delivered_ns",  # nic device: simulated time its batch reached the stack; None: no clock
+        "_delivered_ns",  # nic device: simulated time its batch reached the stack (NO_CLOCK: none),
+                          # a C integer in the compiled build: the delivered_ns property
     )
 
     def __init__(self, ts: int, data: bytes, segs: int, reason: str, indices: Tuple[int, ...],
@@ -269,7 +273,19 @@ class Delivery:
                  first_len: int = 0, merged_lens: Tuple[int, ...] = (), fraglist: bool = False,
                  interface: int = 0, delivered_ns: Optional[int] = None):
         _fill(self, ts, data, segs, reason, indices, key, gso_size, gso_type, payload, queue, poll, layer,
-              l2_len, header_len, first_len, merged_lens, fraglist, interface, delivered_ns)
+              l2_len, header_len, first_len, merged_lens, fraglist, interface,
+              NO_CLOCK if delivered_ns is None else delivered_ns)
+
+    @property
+    def delivered_ns(self) -> Optional[int]:
+        """With the nic device, the simulated time (ns) its batch reached the
+        stack; None without that clock."""
+        at = self._delivered_ns
+        return None if at == NO_CLOCK else at
+
+    @delivered_ns.setter
+    def delivered_ns(self, value: Optional[int]) -> None:
+        self._delivered_ns = NO_CLOCK if value is None else value
 
     @property
     def data(self) -> bytes:
@@ -350,6 +366,7 @@ def merged_payload_lens(head) -> Tuple[int, ...]:
 
 def _fill(delivery, ts, data, segs, reason, indices, key, gso_size, gso_type, payload, queue, poll, layer,
           l2_len, header_len, first_len, merged_lens, fraglist, interface, delivered_ns) -> None:
+    # delivered_ns: the clock's reading, or NO_CLOCK
     delivery.ts = ts
     delivery._data = data
     delivery._head = None
@@ -371,7 +388,7 @@ def _fill(delivery, ts, data, segs, reason, indices, key, gso_size, gso_type, pa
     delivery._merged_lens = merged_lens
     delivery.fraglist = fraglist
     delivery.interface = interface
-    delivery.delivered_ns = delivered_ns
+    delivery._delivered_ns = delivered_ns
 
 
 def new_delivery(skb, reason, key, payload, queue, poll, layer) -> Delivery:
@@ -382,7 +399,7 @@ def new_delivery(skb, reason, key, payload, queue, poll, layer) -> Delivery:
     delivery = Delivery.__new__(Delivery)
     data = skb.data
     _fill(delivery, skb.ts, data, 1, reason, None, key, 0, (), payload, queue, poll, layer,
-          0, 0, 0, (), False, 0, None)
+          0, 0, 0, (), False, 0, NO_CLOCK)
     delivery._head = skb
     if skb.start or skb.end != len(data):
         delivery._data = None                   # sliced from its buffer when read
@@ -397,7 +414,7 @@ def new_super_packet(p, header, reason, gso_type, queue, poll, layer) -> Deliver
     (Delivery.data), and its indices and merged_lens made only when read."""
     delivery = Delivery.__new__(Delivery)
     _fill(delivery, p.ts, b"", p.count, reason, None, p.key, p.gso_size, gso_type, p.payload_len, queue, poll,
-          layer, p.l2_len, p.off - p.start, p.end - p.start, None, bool(p.is_flist), 0, None)
+          layer, p.l2_len, p.off - p.start, p.end - p.start, None, bool(p.is_flist), 0, NO_CLOCK)
     delivery._data = None
     delivery._head = p
     delivery._header = header
