@@ -70,9 +70,8 @@ class LinkLayer:
             return self.make_other(data, ts, index)
         if end - start >= l2:
             at = start + self.proto_at
-            frame = data                # bytes by now (compiled: a typed local, read without a type test)
-            raw = frame                 # read in place (a C pointer in the compiled build): l2 bytes are there
-            skb = new_skb(frame, start, end, ts, index, l2, raw[at] << 8 | raw[at + 1], b"")
+            frame = data                # bytes by now: the compiled build reads it as such, without a type test
+            skb = new_skb(frame, start, end, ts, index, l2, frame[at] << 8 | frame[at + 1], b"")
             skb.key_from_frame = l2     # the link header is the key's start, copied with the first layer's bytes
             return skb
         skb = new_skb(data, start, end, ts, index, l2, 0, b"")
