@@ -52,3 +52,17 @@ def test_replacing_the_bytes_replaces_the_length_too():
     assert (d.data, d.frame_len) == (b"\x01\x02\x03", 3)
     single = Delivery(0, b"abcd", 1, "napi_complete", (0,))
     assert single.frame_len == 4 and single.data == b"abcd"
+
+
+def test_the_delivery_clock_reads_none_without_a_clock_and_keeps_what_is_set():
+    # Delivery.delivered_ns is kept as a 64-bit integer (NO_CLOCK: none) behind a property
+    (d,) = _replay(_segments(2))                      # veth: no NIC clock
+    assert d.delivered_ns is None and "delivered_ns=None" in repr(d)
+    d.delivered_ns = 1_700_000_000_123_456_789
+    assert d.delivered_ns == 1_700_000_000_123_456_789
+    assert "delivered_ns=1700000000123456789" in repr(d)
+    d.delivered_ns = None
+    assert d.delivered_ns is None
+    made = Delivery(0, b"abcd", 1, "napi_complete", (0,), delivered_ns=-5)
+    assert made.delivered_ns == -5 and Delivery(0, b"abcd", 1, "napi_complete", (0,)).delivered_ns is None
+    assert made != Delivery(0, b"abcd", 1, "napi_complete", (0,))      # the clock is a compared field
