@@ -4,7 +4,7 @@
 # directly (C calls, no boxed arguments).
 import cython
 from grotool.engine cimport Engine
-from grotool.engine.skb cimport Delivery, copy_frame
+from grotool.engine.skb cimport Delivery, clear_keeping_room, copy_frame
 from grotool.io.capture cimport PcapWriter, _Records
 from grotool.report.stats cimport StatsCollector
 

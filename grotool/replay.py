@@ -9,7 +9,7 @@ import os
 from typing import TYPE_CHECKING, Callable, Optional, Sequence, Tuple
 
 from .engine import Engine, Settings
-from .engine.skb import FRAMES_IN_PLACE
+from .engine.skb import FRAMES_IN_PLACE, clear_keeping_room
 from .errors import InputError
 from .io.capture import CaptureReader, PcapWriter
 from .io.safe_output import check_outputs
@@ -240,7 +240,10 @@ def _feed_records(records, engine, fix, collector, after, writer, interface, ver
             out = engine.receive_record(ts, buf[start:end], wirelen, ifid)
         if out:
             _deliver(out, fix, collector, after, writer)
-            out.clear()
+            if cython.compiled:
+                clear_keeping_room(out)          # refilled at every poll: its storage kept
+            else:
+                out.clear()
         buf = records.next_view()
     return first_ts, last_ts if first_ts is not None else None
 

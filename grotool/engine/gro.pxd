@@ -2,7 +2,7 @@
 # as typed C fields and its methods as C-callable methods.  No rule lives here.
 cimport cython
 from cpython.bytearray cimport PyByteArray_FromStringAndSize
-from grotool.engine.skb cimport Delivery, Skb, Stats, key_matches, new_delivery, new_super_packet
+from grotool.engine.skb cimport Delivery, Skb, Stats, delete_keeping_room, key_matches, new_delivery, new_super_packet
 
 cdef int GRO_HASH_BUCKETS, MAX_GRO_SKBS, GRO_LEGACY_MAX_SIZE
 cdef dict PACKET_OFFLOADS

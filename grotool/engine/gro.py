@@ -18,7 +18,7 @@ else:
 from .config import GRO_HASH_BUCKETS, GRO_LEGACY_MAX_SIZE, MAX_GRO_SKBS, Settings
 from .hoststate import HostSockets
 from .kernels import cached_profile
-from .skb import Delivery, Skb, Stats, key_matches, new_delivery, new_super_packet
+from .skb import Delivery, Skb, Stats, delete_keeping_room, key_matches, new_delivery, new_super_packet
 from . import offloads
 from .offloads import PACKET_OFFLOADS, packet_offload
 from .ipv6 import KEY_FIELDS, KEY_FIELDS_WITH_HOPLIMIT      # (after offloads, which imports ipv6)
@@ -62,7 +62,10 @@ class Bucket:
         i = 0
         while held[i] is not p:
             i += 1
-        del held[i]
+        if cython.compiled:
+            delete_keeping_room(held, i)     # a bucket empties at every flush: its storage kept
+        else:
+            del held[i]
 
 
 class GroNode:

@@ -1,7 +1,7 @@
 # Cython declarations for napi.py (compiled build only): the device models'
 # per-frame state as typed fields.  Both devices keep an instance dict.
 cimport cython
-from grotool.engine.skb cimport Delivery, Skb, Stats
+from grotool.engine.skb cimport Delivery, Skb, Stats, clear_keeping_room
 from grotool.engine.gro cimport GroNode
 from grotool.engine.rss cimport Toeplitz, hash_input
 

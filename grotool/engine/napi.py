@@ -34,7 +34,7 @@ from . import csum
 from .config import Settings
 from .gro import GroNode
 from .rss import Toeplitz, hash_input
-from .skb import Delivery, Skb, Stats, frame_bytes
+from .skb import Delivery, Skb, Stats, clear_keeping_room, frame_bytes
 
 NS_PER_S = 1_000_000_000
 # The NIC model's clock is a 64-bit integer of nanoseconds (a C integer in the
@@ -375,12 +375,18 @@ class NicDevice:
             work = min(self.budget, len(ring))
             if work:
                 if work == len(ring):
-                    batch = ring                 # the whole ring: no copy
-                    ring = q.ring = []
+                    if cython.compiled:
+                        # the whole ring, emptied after with its storage kept (it fills again each poll)
+                        receive_batch(gro, ring, self.primer)
+                        clear_keeping_room(ring)
+                    else:
+                        batch = ring             # the whole ring: no copy
+                        ring = q.ring = []
+                        receive_batch(gro, batch, self.primer)
                 else:
                     batch = ring[:work]
                     del ring[:work]
-                receive_batch(gro, batch, self.primer)
+                    receive_batch(gro, batch, self.primer)
             if work == self.budget:
                 budget_exhausted(gro, self.hz)
                 timer = False

@@ -5,7 +5,13 @@
 # the flush reason and the checksum sum stay Python objects.  No rule lives here.
 cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memmove
+from cpython.object cimport PyObject
+
+cdef extern from "Python.h":
+    PyObject **PySequence_Fast_ITEMS(object)
+    void Py_SET_SIZE(object, Py_ssize_t)
+    void Py_DecRef(PyObject *)
 
 cdef long long NO_CLOCK
 
@@ -140,3 +146,8 @@ cpdef bytes frame_bytes(Skb skb)
 cpdef bytes delivered_bytes(Delivery delivery)
 @cython.locals(start=Py_ssize_t)
 cpdef void rebase(Skb skb)
+
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, slots="PyObject **")
+cpdef void clear_keeping_room(list items) noexcept
+@cython.locals(n=Py_ssize_t, slots="PyObject **", gone="PyObject *")
+cpdef void delete_keeping_room(list items, Py_ssize_t i) noexcept
