@@ -2,7 +2,8 @@
 # as typed C fields and its methods as C-callable methods.  No rule lives here.
 cimport cython
 from cpython.bytearray cimport PyByteArray_FromStringAndSize
-from grotool.engine.skb cimport Delivery, Skb, Stats, delete_keeping_room, key_matches, new_delivery, new_super_packet
+from grotool.engine.skb cimport (Delivery, Skb, Stats, clear_keeping_room, delete_keeping_room, key_matches,
+                                 new_delivery, new_super_packet)
 
 cdef int GRO_HASH_BUCKETS, MAX_GRO_SKBS, GRO_LEGACY_MAX_SIZE
 cdef dict PACKET_OFFLOADS
@@ -25,6 +26,7 @@ cdef class GroNode:
     cdef public long long jiffies
     cdef public Stats stats
     cdef public list buckets, rx_list
+    cdef list _gso_types
     cdef public tuple packet_offloads
     cdef public PacketOffload last_offload
     cdef public Py_ssize_t held_count, rx_count, queue, poll, _batch, max_skb_frags, size_check_from
@@ -50,7 +52,7 @@ cdef class GroNode:
     @cython.locals(length=Py_ssize_t, last=Skb)
     cpdef merge_list(self, Skb p, Skb skb)
     @cython.locals(header=bytearray, gso_type=list, first=bytes, raw=cython.p_uchar, start=Py_ssize_t,
-                   entry=PacketOffload)
+                   entry=PacketOffload, kinds=tuple)
     cpdef complete(self, Skb p, reason)
     @cython.locals(parsed=bint)
     cpdef normal(self, Skb skb, reason)

@@ -18,7 +18,8 @@ else:
 from .config import GRO_HASH_BUCKETS, GRO_LEGACY_MAX_SIZE, MAX_GRO_SKBS, Settings
 from .hoststate import HostSockets
 from .kernels import cached_profile
-from .skb import Delivery, Skb, Stats, delete_keeping_room, key_matches, new_delivery, new_super_packet
+from .skb import (Delivery, Skb, Stats, clear_keeping_room, delete_keeping_room, key_matches, new_delivery,
+                  new_super_packet)
 from . import offloads
 from .offloads import PACKET_OFFLOADS, packet_offload
 from .ipv6 import KEY_FIELDS, KEY_FIELDS_WITH_HOPLIMIT      # (after offloads, which imports ipv6)
@@ -80,6 +81,7 @@ class GroNode:
         self.jiffies = 0
         self.rx_list: List[Delivery] = []
         self.rx_count = 0
+        self._gso_types: List[str] = []     # the compiled build's list for complete(), emptied after each
         self.queue = queue
         self.poll = 0
         # decision events: None, or the EventRecorder (events.py) that receive,
@@ -283,14 +285,18 @@ class GroNode:
         if start:
             p.network_offsets[0] -= start    # (read by the completions in header; p is done after)
             p.network_offsets[1] -= start
-        gso_type: List[str] = []
         # gro_complete: the packet_offload gro_complete for skb->protocol, nhoff at the L3 start
         entry = packet_offload(self.packet_offloads, p.protocol)
         if cython.compiled:
+            gso_type = self._gso_types       # one list, emptied with its storage kept (skb.clear_keeping_room)
+            clear_keeping_room(gso_type)
             entry.complete(self, p, header, gso_type, p.l2_len)
+            kinds = tuple(gso_type)
         else:
+            gso_type: List[str] = []
             entry.gro_complete(self, p, header, gso_type, p.l2_len)
-        self.normal_one(new_super_packet(p, header, reason, tuple(gso_type), self.queue, self.poll, layer))
+            kinds = tuple(gso_type)
+        self.normal_one(new_super_packet(p, header, reason, kinds, self.queue, self.poll, layer))
 
     def normal(self, skb: Skb, reason: str) -> None:
         """GRO_NORMAL: the received frame goes up alone and unchanged."""
