@@ -70,7 +70,11 @@ class Bucket:
 
 
 class GroNode:
-    """napi->gro: hash buckets, the rx_list and the completion path."""
+    """napi->gro: hash buckets, the rx_list and the completion path.
+
+    ``deliver(batch)`` is handed each batch for the duration of the call (the
+    compiled build empties and reuses the list after it returns): keep the
+    deliveries, not the list."""
 
     def __init__(self, settings: Settings, stats: Stats, deliver: Callable[[List[Delivery]], None],
                  queue: int = 0):
@@ -319,9 +323,15 @@ class GroNode:
         """gro_normal_list: hand rx_list to the stack."""
         if self.rx_list:
             self.stats.normal_batches += 1
-            batch, self.rx_list = self.rx_list, []
             self.rx_count = 0
-            self._deliver(batch)
+            if cython.compiled:
+                # the stack takes the batch during the call (the devices' deliver copies it
+                # on): rx_list is emptied after, its storage kept (skb.clear_keeping_room)
+                self._deliver(self.rx_list)
+                clear_keeping_room(self.rx_list)
+            else:
+                batch, self.rx_list = self.rx_list, []
+                self._deliver(batch)
 
     # -- flushing ---------------------------------------------------------------
     def flush(self, flush_old: bool, reason: str) -> None:
