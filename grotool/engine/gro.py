@@ -85,7 +85,7 @@ class GroNode:
         self.jiffies = 0
         self.rx_list: List[Delivery] = []
         self.rx_count = 0
-        self._gso_types: List[str] = []     # the compiled build's list for complete(), emptied after each
+        self._gso_types: List[str] = []     # the compiled build's list for complete(), emptied before each
         self.queue = queue
         self.poll = 0
         # decision events: None, or the EventRecorder (events.py) that receive,

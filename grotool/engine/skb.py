@@ -343,9 +343,11 @@ _NOT_SHOWN = ("_head", "_header")
 
 
 # CPython frees a list's storage when it empties: a list that fills and empties
-# every poll (the NIC ring, a GRO bucket) would allocate it again each time.
-# The compiled build empties such lists keeping their storage (the C API's own
-# way: the length set, the references dropped); the interpreter as ever.
+# every poll (the NIC ring, a GRO bucket, the rx_list, the replay's deliveries,
+# a completion's GSO types) would allocate it again each time.  The compiled
+# build empties such lists keeping their storage (the C API's own way: the
+# length set, the references dropped).  Its call sites branch on
+# cython.compiled, so the interpreter empties them as ever without a call.
 def clear_keeping_room(items: list) -> None:
     """items.clear(), the list's storage kept for the items to come."""
     if cython.compiled:
