@@ -52,7 +52,7 @@ cdef class GroNode:
     @cython.locals(length=Py_ssize_t, last=Skb)
     cpdef merge_list(self, Skb p, Skb skb)
     @cython.locals(header=bytearray, gso_type=list, first=bytes, raw=cython.p_uchar, start=Py_ssize_t,
-                   entry=PacketOffload, kinds=tuple)
+                   entry=PacketOffload)
     cpdef complete(self, Skb p, reason)
     @cython.locals(parsed=bint)
     cpdef normal(self, Skb skb, reason)

@@ -295,12 +295,10 @@ class GroNode:
             gso_type = self._gso_types       # one list, emptied with its storage kept (skb.clear_keeping_room)
             clear_keeping_room(gso_type)
             entry.complete(self, p, header, gso_type, p.l2_len)
-            kinds = tuple(gso_type)
         else:
             gso_type: List[str] = []
             entry.gro_complete(self, p, header, gso_type, p.l2_len)
-            kinds = tuple(gso_type)
-        self.normal_one(new_super_packet(p, header, reason, kinds, self.queue, self.poll, layer))
+        self.normal_one(new_super_packet(p, header, reason, tuple(gso_type), self.queue, self.poll, layer))
 
     def normal(self, skb: Skb, reason: str) -> None:
         """GRO_NORMAL: the received frame goes up alone and unchanged."""
@@ -324,14 +322,13 @@ class GroNode:
         if self.rx_list:
             self.stats.normal_batches += 1
             self.rx_count = 0
+            # the stack takes the batch during the call (the devices' deliver copies it on);
+            # emptied after, compiled with its storage kept (skb.clear_keeping_room)
+            self._deliver(self.rx_list)
             if cython.compiled:
-                # the stack takes the batch during the call (the devices' deliver copies it
-                # on): rx_list is emptied after, its storage kept (skb.clear_keeping_room)
-                self._deliver(self.rx_list)
                 clear_keeping_room(self.rx_list)
             else:
-                batch, self.rx_list = self.rx_list, []
-                self._deliver(batch)
+                self.rx_list = []
 
     # -- flushing ---------------------------------------------------------------
     def flush(self, flush_old: bool, reason: str) -> None:

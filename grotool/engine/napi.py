@@ -375,14 +375,12 @@ class NicDevice:
             work = min(self.budget, len(ring))
             if work:
                 if work == len(ring):
+                    # the whole ring, no copy, emptied after: compiled with its storage kept (it fills each poll)
+                    receive_batch(gro, ring, self.primer)
                     if cython.compiled:
-                        # the whole ring, emptied after with its storage kept (it fills again each poll)
-                        receive_batch(gro, ring, self.primer)
                         clear_keeping_room(ring)
                     else:
-                        batch = ring             # the whole ring: no copy
-                        ring = q.ring = []
-                        receive_batch(gro, batch, self.primer)
+                        q.ring = []
                 else:
                     batch = ring[:work]
                     del ring[:work]

@@ -6,6 +6,9 @@ cpdef (Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t) input_ranges(bytes data, 
                                                                     Py_ssize_t end) noexcept
 @cython.locals(first=Py_ssize_t, first_len=Py_ssize_t, second=Py_ssize_t, second_len=Py_ssize_t, end=Py_ssize_t)
 cpdef bytes hash_input(bytes data, Py_ssize_t off, int protocol, Py_ssize_t end=*)
+@cython.locals(row=Py_ssize_t)
+cdef inline unsigned int _four_bytes(const unsigned int *words, Py_ssize_t pos, const unsigned char *raw,
+                                     Py_ssize_t at) noexcept
 cpdef list _byte_windows(key, Py_ssize_t shift, Py_ssize_t pos)
 @cython.locals(table=bytearray, buf="unsigned char *", words="unsigned int *", shift=Py_ssize_t, pos=Py_ssize_t,
                base=Py_ssize_t, windows=list, size=Py_ssize_t, j=int, v=Py_ssize_t, window=cython.uint)
@@ -25,7 +28,7 @@ cdef class Toeplitz:
     cpdef hash(self, bytes tuple_bytes)
     @cython.locals(first=Py_ssize_t, first_len=Py_ssize_t, second=Py_ssize_t, second_len=Py_ssize_t,
                    flat="const unsigned char *", words="const unsigned int *", raw="const unsigned char *",
-                   result=cython.uint, pos=Py_ssize_t, at=Py_ssize_t, row=Py_ssize_t)
+                   result=cython.uint, pos=Py_ssize_t)
     cpdef unsigned int flow_hash(self, bytes data, Py_ssize_t off, int protocol, Py_ssize_t end=*) except? 0
     @cython.locals(j=int, tables=list, row=list)
     cpdef list _tables(self, Py_ssize_t nbytes)

@@ -85,14 +85,9 @@ class Toeplitz:
                 result = 0
                 # four bytes a step (input_ranges' lengths are 8 or 32, then 4 or 0)
                 for pos in range(0, first_len, 4):
-                    at = first + pos
-                    row = pos << 8
-                    result ^= (words[row | raw[at]] ^ words[(row + 256) | raw[at + 1]]
-                               ^ words[(row + 512) | raw[at + 2]] ^ words[(row + 768) | raw[at + 3]])
+                    result ^= _four_bytes(words, pos, raw, first + pos)
                 if second_len:
-                    row = first_len << 8
-                    result ^= (words[row | raw[second]] ^ words[(row + 256) | raw[second + 1]]
-                               ^ words[(row + 512) | raw[second + 2]] ^ words[(row + 768) | raw[second + 3]])
+                    result ^= _four_bytes(words, first_len, raw, second)
                 return result
         tup = hash_input(data, off, protocol, end)
         if not tup:
@@ -114,6 +109,14 @@ class Toeplitz:
                 row += [value ^ window for value in row]
             tables.append(row)
         return tables
+
+
+def _four_bytes(words, pos: int, raw, at: int) -> int:
+    """The XOR of the flat table's entries for input bytes pos to pos + 3, read
+    at raw[at] (compiled build only: flow_hash)."""
+    row = pos << 8
+    return (words[row | raw[at]] ^ words[(row + 256) | raw[at + 1]]
+            ^ words[(row + 512) | raw[at + 2]] ^ words[(row + 768) | raw[at + 3]])
 
 
 def _byte_windows(key: int, shift: int, pos: int) -> list:
