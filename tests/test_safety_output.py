@@ -279,6 +279,112 @@ def test_signal_removes_temporaries_and_exits_128_plus_signum(tmp_path, sig, cod
     assert out.read_bytes() == b"previous" and not (tmp_path / "p.jsonl").exists()
 
 
+# Runs a command writing one output through user_errors, once per bytecode of
+# its threading, queue, tempfile, finalizer and grotool code, with SIGINT raised
+# just before that bytecode (a trace function calls signal.raise_signal).
+_SIGINT_AT_EVERY_BYTECODE = r"""
+import faulthandler, io, os, signal, sys, threading
+
+from grotool.cli import user_errors
+from grotool.io import safe_output
+from grotool.io.safe_output import SafeOutput
+
+FILES = {"safe_output.py", "interrupts.py", "__init__.py", "threading.py", "queue.py", "tempfile.py",
+         "_weakrefset.py"}
+MESSAGE = "grotool: interrupted by SIGINT; temporary files removed"
+directory = sys.argv[1]
+in_command = [False]
+
+
+@user_errors
+def command(path):
+    in_command[0] = True
+    try:
+        out = SafeOutput(path, "output capture")
+        try:
+            for _ in range(3):
+                out.writev([b"a" * 4096, b"b" * 100])
+            out.commit()
+        except BaseException:
+            out.abort()
+            raise
+    finally:
+        in_command[0] = False
+
+
+def run(n):
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    count, fired = 0, False
+
+    def tracer(frame, event, arg):
+        nonlocal count, fired
+        if event == "call":
+            if os.path.basename(frame.f_code.co_filename) not in FILES:
+                return None
+            frame.f_trace_opcodes = True
+        elif event == "opcode":
+            count += 1
+            # only while grotool's handler is in and the command runs
+            if count == n and in_command[0] and callable(signal.getsignal(signal.SIGINT)):
+                fired = True
+                signal.raise_signal(signal.SIGINT)
+        return tracer
+
+    code = None
+    err, sys.stderr = sys.stderr, io.StringIO()
+    sys.settrace(tracer)
+    try:
+        command(os.path.join(directory, "out"))
+    except SystemExit as exc:
+        code = exc.code
+    except BaseException as exc:
+        code = repr(exc)
+    finally:
+        sys.settrace(None)
+        err, sys.stderr = sys.stderr, err
+    return count >= n, fired, code, err.getvalue().strip()
+
+
+run(0)
+bad, n, points, orphans = [], 0, 0, set()
+while True:
+    n += 1
+    faulthandler.dump_traceback_later(60, exit=True)         # a hang: stacks, then exit 1
+    reached, fired, code, err = run(n)
+    faulthandler.cancel_dump_traceback_later()
+    if not reached:
+        break
+    if not fired:
+        continue
+    points += 1
+    left = [f for f in os.listdir(directory) if f != "out"]
+    threads = [t for t in threading.enumerate() if t.name == "grotool-write-behind" and t not in orphans]
+    orphans.update(threads)
+    if code != 130 or err != MESSAGE or left or threads or safe_output._LIVE_TEMPORARIES \
+            or signal.getsignal(signal.SIGINT) is not signal.SIG_DFL:
+        bad.append(n)
+        print("bytecode", n, "exit", code, repr(err[-300:]), "left", left, "threads", len(threads), flush=True)
+        for name in left:
+            os.unlink(os.path.join(directory, name))
+        safe_output._LIVE_TEMPORARIES.clear()
+print("points", points, "bad", len(bad))
+"""
+
+
+def test_sigint_at_any_bytecode_of_the_write_behind_hand_off_exits_130(tmp_path):
+    """A signal's Interrupted landing inside the queue/Condition hand-off to the
+    write-behind thread lost a wake-up: abort() then joined a thread that never
+    woke (the flaky test above).  Every bytecode is tried here, so it fails
+    without grotool.interrupts deferring the signal past those stretches."""
+    r = subprocess.run([sys.executable, "-c", _SIGINT_AT_EVERY_BYTECODE, str(tmp_path)], capture_output=True,
+                       cwd=ROOT, timeout=900)
+    out = r.stdout.decode()
+    assert r.returncode == 0, out[-3000:] + r.stderr.decode()[:3000]
+    last = out.split()[-4:]
+    assert last[0] == "points" and int(last[1]) > 1000 and last[3] == "0", out[-3000:]
+    assert debris(tmp_path) == []
+
+
 def test_safe_output_api_atomic_and_abort(tmp_path):
     from grotool.io.safe_output import SafeOutput
 

@@ -10,6 +10,7 @@ import gc
 import os
 import signal
 import sys
+import threading
 
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,7 @@ import click
 from .. import __version__
 from .._build import engine_build
 from ..errors import EXIT_BAD_INPUT, EXIT_INPUT_TRUNCATED, EXIT_SIGNAL_BASE, GrotoolError, Interrupted
+from ..interrupts import interrupt, uninterrupted
 from ..engine.config import (DEFAULT_RSS_KEY, MAX_GRO_FLUSH_TIMEOUT_NS, MAX_POLL_NS_PER_FRAME, MAX_RX_USECS,
                              OUTGOING_MODES, RSS_KEY_MIN, Settings, ipv4_max_size_for)
 
@@ -72,15 +74,13 @@ def _on_signal(signum, _frame):
     # later signals are ignored: the first one is already unwinding and cleaning up
     for sig in HANDLED_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
-    raise Interrupted(signum)
+    interrupt(signum)          # raises Interrupted, at once or where an uninterrupted stretch ends
 
 
 def install_signal_handlers() -> dict:
     """SIGINT, SIGTERM and SIGHUP unwind the command (every writer's cleanup runs,
     temporary files are removed) and exit 128 + the signal number.  Returns the
     previous handlers (restored when the command returns in-process)."""
-    import threading
-
     previous = {}
     if threading.current_thread() is not threading.main_thread():
         return previous
@@ -92,6 +92,33 @@ def install_signal_handlers() -> dict:
     return previous
 
 
+def _again(signum, _frame):
+    signal.signal(signum, signal.SIG_IGN)
+    if uninterrupted.pending is not None:      # not raised meanwhile where a stretch ended
+        interrupt(uninterrupted.pending)
+
+
+def _send_again(signum: int) -> None:
+    if uninterrupted.pending is not None:
+        signal.pthread_kill(threading.main_thread().ident, signum)
+
+
+def _on_unraisable(previous_hook, unraisable) -> None:
+    """An Interrupted raised inside a finalizer or weakref callback is dropped
+    there.  Keep it pending (raised where the next uninterrupted stretch ends,
+    or when the command returns) and send the signal again from another
+    thread, so that it reaches the code the main thread goes back to."""
+    exc = unraisable.exc_value
+    if isinstance(exc, Interrupted) and threading.current_thread() is threading.main_thread():
+        import _thread
+
+        uninterrupted.pending = exc.signum
+        signal.signal(exc.signum, _again)
+        _thread.start_new_thread(_send_again, (exc.signum,))
+        return
+    previous_hook(unraisable)
+
+
 def user_errors(fn):
     """Turn GrotoolError (and broken pipes, signals) into one line and an exit code."""
 
@@ -99,33 +126,43 @@ def user_errors(fn):
     def wrapper(*args, **kwargs):
         from ..io.safe_output import remove_temporaries
 
-        previous = install_signal_handlers()
+        previous = {}
+        hook = sys.unraisablehook
         try:
-            return fn(*args, **kwargs)
-        except GrotoolError as exc:
-            remove_temporaries()
-            click.echo(f"grotool: error: {exc}", err=True)
-            sys.exit(exc.exit_code)
-        except BrokenPipeError:
-            remove_temporaries()
             try:
-                sys.stdout = open(os.devnull, "w")
-            except OSError:
-                pass
-            sys.exit(EXIT_SIGNAL_BASE + signal.SIGPIPE)
+                with uninterrupted:            # a signal from here on reaches the except below
+                    previous = install_signal_handlers()
+                    if previous:
+                        sys.unraisablehook = functools.partial(_on_unraisable, hook)
+                result = fn(*args, **kwargs)
+                uninterrupted.raise_pending()  # a signal a finalizer dropped, not raised since
+                return result
+            except GrotoolError as exc:
+                remove_temporaries()
+                click.echo(f"grotool: error: {exc}", err=True)
+                sys.exit(exc.exit_code)
+            except BrokenPipeError:
+                remove_temporaries()
+                try:
+                    sys.stdout = open(os.devnull, "w")
+                except OSError:
+                    pass
+                sys.exit(EXIT_SIGNAL_BASE + signal.SIGPIPE)
+            except MemoryError:
+                remove_temporaries()
+                click.echo("grotool: error: out of memory", err=True)
+                sys.exit(EXIT_BAD_INPUT)
         except (Interrupted, KeyboardInterrupt) as exc:
             remove_temporaries()
             signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
             click.echo(f"grotool: interrupted by {signal.Signals(signum).name}; temporary files removed", err=True)
             sys.exit(EXIT_SIGNAL_BASE + signum)
-        except MemoryError:
-            remove_temporaries()
-            click.echo("grotool: error: out of memory", err=True)
-            sys.exit(EXIT_BAD_INPUT)
         finally:
             remove_temporaries()
+            uninterrupted.pending = None
             for sig, handler in previous.items():
                 signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+            sys.unraisablehook = hook          # after the handlers: none of ours can fire any more
 
     return wrapper
 

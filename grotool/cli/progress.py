@@ -12,6 +12,8 @@ import sys
 import time
 from typing import Optional
 
+from ..interrupts import uninterrupted
+
 SHOW_AFTER_SECONDS = 1.0
 
 
@@ -91,14 +93,16 @@ class ProgressBar:
         columns = [TextColumn("[bold]{task.description}"), BarColumn(),
                    TextColumn("{task.fields[frames]:>10,} frames"), TextColumn("{task.fields[rate]}"),
                    DownloadColumn(), TimeRemainingColumn() if self.total else TimeElapsedColumn()]
-        self._progress = Progress(*columns, console=Console(stderr=True), transient=True, refresh_per_second=8)
-        self._progress.start()
+        with uninterrupted:                    # starts rich's refresh thread
+            self._progress = Progress(*columns, console=Console(stderr=True), transient=True, refresh_per_second=8)
+            self._progress.start()
         self._task = self._progress.add_task(self.description, total=self.total, frames=0, rate="")
 
     def close(self) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
+        with uninterrupted:                    # stops and joins that thread
+            if self._progress is not None:
+                self._progress.stop()
+                self._progress = None
 
 
 class RunsBar:
@@ -151,10 +155,11 @@ class RunsBar:
             self._task = self._progress.add_task(self.description, total=self.total, completed=self.done)
 
     def close(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        with self._lock:
-            self._closed = True
-            if self._progress is not None:
-                self._progress.stop()
-                self._progress = None
+        with uninterrupted:                    # the timer's and rich's threads
+            if self._timer is not None:
+                self._timer.cancel()
+            with self._lock:
+                self._closed = True
+                if self._progress is not None:
+                    self._progress.stop()
+                    self._progress = None

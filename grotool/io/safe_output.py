@@ -19,7 +19,9 @@ A path whose name ends in ``.gz`` (``out.pcap.gz``, ``out.pcapng.gz``,
 ``doc.json.gz``) is written gzip-compressed, in either case; ``-`` never is.
 
 Temporary files are registered while they exist, so that a signal handler can
-remove them (``remove_temporaries``), and removed on every error.
+remove them (``remove_temporaries``), and removed on every error.  Creating and
+registering one, and every hand-off to or stop of a write-behind thread, runs
+``uninterrupted`` (grotool.interrupts): a signal there is raised after it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import threading
 from typing import Iterable, List, Optional, Set
 
 from ..errors import OutputError
+from ..interrupts import uninterrupted
 
 # Temporary files of outputs not yet committed or aborted, for signal cleanup.
 _LIVE_TEMPORARIES: Set[str] = set()
@@ -255,11 +258,12 @@ class SafeOutput:
         directory = os.path.dirname(self._target) or "."
         import tempfile              # only when a file is written: it brings shutil, random, bz2 and lzma
 
-        try:
-            self.fd, self.temporary = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX, dir=directory)
-        except OSError as exc:
-            raise _fail(path, what, exc.strerror) from None
-        _LIVE_TEMPORARIES.add(self.temporary)
+        with uninterrupted:                        # no temporary left unregistered
+            try:
+                self.fd, self.temporary = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX, dir=directory)
+            except OSError as exc:
+                raise _fail(path, what, exc.strerror) from None
+            _LIVE_TEMPORARIES.add(self.temporary)
 
     def _dup(self, fd: int) -> int:
         try:
@@ -306,19 +310,21 @@ class SafeOutput:
             except OSError as exc:
                 raise self._error(exc) from None
             return
-        if self._behind is None:
-            self._behind = _WriteBehind(self.fd)
-        if self._behind.failure is not None:
-            self._finish_writes()                  # raises what stopped it
-        self._behind.put(pieces, size)
+        with uninterrupted:                        # the thread's queue and start survive no exception
+            if self._behind is None:
+                self._behind = _WriteBehind(self.fd)
+            if self._behind.failure is not None:
+                self._finish_writes()              # raises what stopped it
+            self._behind.put(pieces, size)
 
     def _finish_writes(self) -> None:
         """Wait for the write-behind thread; what stopped its writing is raised
         here (an OSError as the one-line output error)."""
         if self._behind is None:
             return
-        behind, self._behind = self._behind, None
-        failure = behind.stop()
+        with uninterrupted:
+            behind, self._behind = self._behind, None
+            failure = behind.stop()
         if isinstance(failure, OSError):
             raise self._error(failure) from None
         if failure is not None:
@@ -356,22 +362,23 @@ class SafeOutput:
         self.temporary = None
 
     def abort(self) -> None:
-        if self._behind is not None:
-            behind, self._behind = self._behind, None
-            behind.stop(discard=True)              # its descriptor is closed below, after it stopped
-        if self.fd is not None:
-            try:
-                os.close(self.fd)
-            except OSError:
-                pass
-            self.fd = None
-        if self.temporary is not None:
-            try:
-                os.unlink(self.temporary)
-            except OSError:
-                pass
-            _LIVE_TEMPORARIES.discard(self.temporary)
-            self.temporary = None
+        with uninterrupted:                        # stops the thread before its descriptor is closed
+            if self._behind is not None:
+                behind, self._behind = self._behind, None
+                behind.stop(discard=True)
+            if self.fd is not None:
+                try:
+                    os.close(self.fd)
+                except OSError:
+                    pass
+                self.fd = None
+            if self.temporary is not None:
+                try:
+                    os.unlink(self.temporary)
+                except OSError:
+                    pass
+                _LIVE_TEMPORARIES.discard(self.temporary)
+                self.temporary = None
 
     def __enter__(self) -> "SafeOutput":
         return self
