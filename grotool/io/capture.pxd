@@ -40,7 +40,9 @@ cdef bint WRITES_IN_PLACE
 cdef long long _PCAP_TIME_LIMIT
 cdef Py_ssize_t WRITE_COPY_BYTES
 
-cdef void _put_le32(unsigned char *out, unsigned long long value) noexcept
+cdef bint BIG_ENDIAN_MACHINE
+@cython.locals(word=cython.uint)
+cdef inline void _put_le32(unsigned char *out, unsigned long long value) noexcept
 @cython.locals(word=cython.uint)
 cdef inline unsigned int _native_word(const unsigned char *raw, Py_ssize_t at) noexcept
 cdef inline unsigned int _swap32(unsigned int word) noexcept

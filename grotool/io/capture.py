@@ -814,12 +814,17 @@ def _swap32(word: int) -> int:
     return ((word & 0xFF) << 24) | ((word & 0xFF00) << 8) | ((word >> 8) & 0xFF00) | (word >> 24)
 
 
+# the machine stores words most significant byte first (the writer's words are little-endian)
+BIG_ENDIAN_MACHINE = sys.byteorder == "big"
+
+
 def _put_le32(out, value: int) -> None:
-    """Four bytes of value at out, least significant first (compiled build only)."""
-    out[0] = value & 0xFF
-    out[1] = (value >> 8) & 0xFF
-    out[2] = (value >> 16) & 0xFF
-    out[3] = (value >> 24) & 0xFF
+    """Four bytes of value at out, least significant first (compiled build
+    only): one store of the word, its bytes swapped first on a big-endian machine."""
+    word = value                      # a C unsigned int: the low 32 bits (callers' values fit)
+    if BIG_ENDIAN_MACHINE:
+        word = _swap32(word)
+    memcpy(out, cython.address(word), 4)
 
 
 def _write_buffer(size: int) -> bytearray:
