@@ -68,6 +68,9 @@ WRITE_COPY_BYTES = 64 << 10
 # the first timestamp a pcap record cannot hold: its seconds field is 32 bits
 PCAP_TIME_LIMIT_NS = (0xFFFFFFFF + 1) * 1_000_000_000
 _PCAP_TIME_LIMIT = PCAP_TIME_LIMIT_NS   # a C integer compiled (PcapWriter.write_ts)
+# the machine stores words most significant byte first: the reader swaps a
+# little-endian file's header words, the writer (little-endian) its own
+BIG_ENDIAN_MACHINE = sys.byteorder == "big"
 
 
 def _open_binary(path: str) -> BinaryIO:
@@ -278,7 +281,7 @@ class _PcapRecords(_Records):
         self.unpack_header = struct.Struct(reader._endian + "IIII").unpack_from
         # the compiled build reads the header's fields as native words: swapped when
         # the file's byte order is not the machine's
-        self.swap = (reader._endian == "<") != (sys.byteorder == "little")
+        self.swap = (reader._endian == "<") == BIG_ENDIAN_MACHINE
         self.fraction_ns = 1 if reader.nanosecond else 1000
         # a fraction at or above one second is invalid (tcpdump prints it as it is)
         self.fraction_limit = 1_000_000_000 if reader.nanosecond else 1_000_000
@@ -812,10 +815,6 @@ def _native_word(raw, at: int) -> int:
 def _swap32(word: int) -> int:
     """A 32-bit word with its bytes in the other order."""
     return ((word & 0xFF) << 24) | ((word & 0xFF00) << 8) | ((word >> 8) & 0xFF00) | (word >> 24)
-
-
-# the machine stores words most significant byte first (the writer's words are little-endian)
-BIG_ENDIAN_MACHINE = sys.byteorder == "big"
 
 
 def _put_le32(out, value: int) -> None:
